@@ -1,0 +1,48 @@
+#pragma once
+// The interface every hotness mechanism implements (BPF PMU sampler, fault
+// sampler, DAMON reader, idle-page scanner). The daemon probes each, picks the
+// best available one (or the one the config forces), and feeds what collect()
+// returns into the heat model.
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/error.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+
+// Whether a mechanism can run on this host; `why` is one line naming the
+// missing piece (no BTF, no CAP_BPF, no PMU event, no DAMON vaddr, ...).
+struct Availability {
+  bool ok = false;
+  std::string why;
+};
+
+struct SourceBatch {
+  std::vector<AccessSample> samples;
+  std::vector<RegionAccess> regions;
+};
+
+class HotnessSource {
+ public:
+  virtual ~HotnessSource() = default;
+  HotnessSource() = default;
+  HotnessSource(const HotnessSource&) = delete;
+  HotnessSource& operator=(const HotnessSource&) = delete;
+
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  [[nodiscard]] virtual Availability probe() const = 0;
+  // Loads and attaches whatever the mechanism needs. Idempotent.
+  virtual Result<void> start() = 0;
+  // Replaces the set of processes to watch.
+  virtual Result<void> set_targets(std::span<const Pid> pids) = 0;
+  // Appends what was observed since the last call; `now` is CLOCK_MONOTONIC.
+  virtual Result<void> collect(TimeNs now, SourceBatch& out) = 0;
+  // Detaches and releases everything start() created. Idempotent.
+  virtual void stop() = 0;
+};
+
+}  // namespace kvtier::agent

@@ -1,0 +1,25 @@
+#pragma once
+// Small readers for procfs/sysfs files. Every error names the file.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/error.hpp"
+
+namespace kvtier::agent {
+
+// The whole file, trailing newline removed. ENOENT and friends come back as
+// errors whose message names the path and the errno text.
+Result<std::string> read_text(const std::filesystem::path& path);
+
+// A file holding one unsigned decimal number.
+Result<std::uint64_t> read_u64(const std::filesystem::path& path);
+
+// A kernel list such as "0-3,8,10-11" (cpulist, nodelist, online). Empty text
+// is an empty list. `what` names the source in error messages.
+Result<std::vector<int>> parse_id_list(std::string_view text, std::string_view what);
+
+}  // namespace kvtier::agent

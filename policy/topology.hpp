@@ -1,0 +1,58 @@
+#pragma once
+// The NUMA topology kvtier reasons about, and the rule that picks the nodes it
+// demotes to. Pure data: agent/topology_reader fills it from sysfs.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvtier::policy {
+
+// HMAT access attributes of a memory target, as seen from its nearest initiator
+// (sysfs nodeN/access0/initiators/). Latency in nanoseconds, bandwidth in MiB/s.
+struct AccessAttrs {
+  std::optional<std::uint64_t> read_latency_ns;
+  std::optional<std::uint64_t> write_latency_ns;
+  std::optional<std::uint64_t> read_bandwidth_mbps;
+  std::optional<std::uint64_t> write_bandwidth_mbps;
+};
+
+struct NumaNode {
+  int id = 0;
+  std::vector<int> cpus;
+  std::uint64_t mem_total_bytes = 0;
+  std::uint64_t mem_free_bytes = 0;
+  std::map<int, int> distance;  // to node id -> SLIT distance
+  std::optional<AccessAttrs> access;
+  // The kernel's memory tier id (memory_tierN); a higher id is a slower tier.
+  std::optional<int> memory_tier;
+
+  [[nodiscard]] bool has_cpus() const { return !cpus.empty(); }
+  [[nodiscard]] bool has_memory() const { return mem_total_bytes > 0; }
+};
+
+struct Topology {
+  std::vector<NumaNode> nodes;  // sorted by id
+
+  [[nodiscard]] const NumaNode* find(int id) const;
+};
+
+// Why a node is or is not a place kvtier demotes cold pages to.
+struct NodeRole {
+  int node = 0;
+  bool demotion_target = false;
+  std::string reason;
+};
+
+// Decides, for every node, whether kvtier would demote to it. A demotion target
+// has memory, no CPUs, and sits in a lower memory tier than every CPU node; when
+// the kernel exposes no tiers, a larger distance from every CPU node than the
+// CPU nodes' own local distance stands in for "lower tier".
+std::vector<NodeRole> classify_nodes(const Topology& topo);
+
+// The demotion target nearest to `from` (by distance), if any.
+std::optional<int> preferred_demotion_target(const Topology& topo, int from);
+
+}  // namespace kvtier::policy

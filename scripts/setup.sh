@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package kvtier needs (skipped when all are present),
+# then configures and builds into ${KVTIER_BUILD_DIR:-build}.
+# Usage: scripts/setup.sh [--no-build]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${KVTIER_BUILD_DIR:-$top/build}
+
+packages=(
+  # toolchain and checks
+  build-essential cmake ninja-build pkg-config clang clang-19 clang-format clang-tidy-19 llvm
+  # BPF
+  libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
+  # libraries
+  libnuma-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
+  libsystemd-dev prometheus-cpp-dev liburing-dev
+  # tests and benchmarks
+  googletest libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib
+  # the tiered-memory guest
+  qemu-system-x86 busybox-static cpio xz-utils kmod ndctl daxctl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: all ${#packages[@]} packages present"
+fi
+
+[[ ${1:-} == --no-build ]] && exit 0
+cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "$(nproc)"

@@ -1,0 +1,2 @@
+kvtier_vm_test(nodes_hmat nodes_hmat.sh)
+kvtier_vm_test(nodes_cxl nodes_cxl.sh)

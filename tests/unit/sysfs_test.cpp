@@ -1,0 +1,52 @@
+#include "agent/sysfs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace kvtier::agent {
+namespace {
+
+TEST(ParseIdList, RangesAndSingles) {
+  auto ids = parse_id_list("0-2,5,7-8\n", "test");
+  ASSERT_TRUE(ids) << ids.error().message;
+  EXPECT_EQ(*ids, (std::vector<int>{0, 1, 2, 5, 7, 8}));
+}
+
+TEST(ParseIdList, EmptyIsEmpty) {
+  auto ids = parse_id_list("\n", "test");
+  ASSERT_TRUE(ids);
+  EXPECT_TRUE(ids->empty());
+}
+
+TEST(ParseIdList, MalformedNamesSourceAndPart) {
+  for (const char* bad : {"0-", "a", "3-1", "1,,2", "-1", "1-2-3"}) {
+    auto ids = parse_id_list(bad, "/sys/x/cpulist");
+    ASSERT_FALSE(ids) << bad;
+    EXPECT_NE(ids.error().message.find("/sys/x/cpulist"), std::string::npos) << ids.error().message;
+  }
+}
+
+TEST(ReadU64, MissingFileCarriesErrno) {
+  auto v = read_u64("/nonexistent/kvtier/file");
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().code, ENOENT);
+  EXPECT_NE(v.error().message.find("/nonexistent/kvtier/file"), std::string::npos);
+}
+
+TEST(ReadU64, RejectsGarbage) {
+  const auto path = std::filesystem::temp_directory_path() / "kvtier_read_u64_test";
+  std::ofstream(path) << "12abc\n";
+  auto v = read_u64(path);
+  ASSERT_FALSE(v);
+  EXPECT_NE(v.error().message.find("12abc"), std::string::npos);
+  std::ofstream(path, std::ios::trunc) << "250\n";
+  auto ok = read_u64(path);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, 250U);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kvtier::agent

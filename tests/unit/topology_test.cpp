@@ -1,0 +1,197 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/nodes_report.hpp"
+#include "agent/topology_reader.hpp"
+#include "policy/topology.hpp"
+
+namespace kvtier {
+namespace {
+namespace fs = std::filesystem;
+using agent::HostPaths;
+using agent::read_topology;
+
+const fs::path kFixtures = fs::path(KVTIER_FIXTURES) / "topology";
+
+// A scratch copy of a fixture tree that a test may break.
+class ScratchTree {
+ public:
+  explicit ScratchTree(const std::string& fixture)
+      : root_(fs::temp_directory_path() /
+              ("kvtier-topo-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+               "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    fs::remove_all(root_);
+    fs::copy(kFixtures / fixture, root_, fs::copy_options::recursive);
+  }
+  ~ScratchTree() { fs::remove_all(root_); }
+  ScratchTree(const ScratchTree&) = delete;
+  ScratchTree& operator=(const ScratchTree&) = delete;
+
+  [[nodiscard]] HostPaths paths() const { return HostPaths::under(root_); }
+  void write(const std::string& rel, const std::string& text) const {
+    std::ofstream(root_ / "sys" / rel, std::ios::trunc) << text;
+  }
+  void remove(const std::string& rel) const { fs::remove_all(root_ / "sys" / rel); }
+
+ private:
+  fs::path root_;
+};
+
+TEST(TopologyFixture, ThisHostHasOneNodeAndNoDemotionTarget) {
+  auto topo = read_topology(HostPaths::under(kFixtures / "host"));
+  ASSERT_TRUE(topo) << topo.error().message;
+  ASSERT_EQ(topo->nodes.size(), 1U);
+  const auto& n0 = topo->nodes[0];
+  EXPECT_EQ(n0.id, 0);
+  EXPECT_EQ(n0.cpus, (std::vector<int>{0, 1}));
+  EXPECT_GT(n0.mem_total_bytes, 1ULL << 30);
+  EXPECT_LE(n0.mem_free_bytes, n0.mem_total_bytes);
+  EXPECT_EQ(n0.distance.at(0), 10);
+  EXPECT_EQ(n0.memory_tier, 4);
+  EXPECT_FALSE(n0.access.has_value());
+  const auto roles = policy::classify_nodes(*topo);
+  ASSERT_EQ(roles.size(), 1U);
+  EXPECT_FALSE(roles[0].demotion_target);
+  EXPECT_NE(roles[0].reason.find("has CPUs"), std::string::npos);
+  EXPECT_EQ(policy::preferred_demotion_target(*topo, 0), std::nullopt);
+}
+
+TEST(TopologyFixture, HmatGuestNodeOneIsSlowerCpuLessDemotionTarget) {
+  auto topo = read_topology(HostPaths::under(kFixtures / "hmat-guest"));
+  ASSERT_TRUE(topo) << topo.error().message;
+  ASSERT_EQ(topo->nodes.size(), 2U);
+  const auto& n0 = topo->nodes[0];
+  const auto& n1 = topo->nodes[1];
+  EXPECT_EQ(n0.cpus, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(n1.cpus.empty());
+  EXPECT_EQ(n0.distance.at(1), 20);
+  ASSERT_TRUE(n1.access.has_value());
+  EXPECT_EQ(n1.access->read_latency_ns, 250U);
+  EXPECT_EQ(n1.access->read_bandwidth_mbps, 8192U);
+  ASSERT_TRUE(n0.access.has_value());
+  EXPECT_EQ(n0.access->read_latency_ns, 80U);
+  ASSERT_TRUE(n0.memory_tier && n1.memory_tier);
+  EXPECT_GT(*n1.memory_tier, *n0.memory_tier);
+  const auto roles = policy::classify_nodes(*topo);
+  EXPECT_FALSE(roles[0].demotion_target);
+  EXPECT_TRUE(roles[1].demotion_target);
+  EXPECT_NE(roles[1].reason.find("memory_tier"), std::string::npos);
+  EXPECT_EQ(policy::preferred_demotion_target(*topo, 0), 1);
+}
+
+TEST(TopologyFixture, CxlGuestFindsTheOnlinedCxlNode) {
+  auto topo = read_topology(HostPaths::under(kFixtures / "cxl-guest"));
+  ASSERT_TRUE(topo) << topo.error().message;
+  ASSERT_GE(topo->nodes.size(), 2U);
+  const auto roles = policy::classify_nodes(*topo);
+  int targets = 0;
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    if (!roles[i].demotion_target) continue;
+    ++targets;
+    EXPECT_TRUE(topo->nodes[i].cpus.empty());
+    EXPECT_GT(topo->nodes[i].mem_total_bytes, 256ULL << 20);  // the 384 MiB onlined from dax0.0
+  }
+  EXPECT_EQ(targets, 1);
+  EXPECT_TRUE(policy::preferred_demotion_target(*topo, 0).has_value());
+}
+
+TEST(TopologyJson, ReportsRoleAndAttributes) {
+  auto topo = read_topology(HostPaths::under(kFixtures / "hmat-guest"));
+  ASSERT_TRUE(topo) << topo.error().message;
+  const auto j = agent::nodes_json(*topo);
+  ASSERT_EQ(j["nodes"].size(), 2U);
+  EXPECT_EQ(j["nodes"][1]["cpu_less"], true);
+  EXPECT_EQ(j["nodes"][1]["demotion_target"], true);
+  EXPECT_EQ(j["nodes"][1]["access"]["read_latency_ns"], 250);
+  EXPECT_EQ(j["nodes"][0]["demotes_to"], 1);
+  const auto table = agent::nodes_table(*topo);
+  EXPECT_NE(table.find("demotes to node 1"), std::string::npos) << table;
+}
+
+TEST(TopologyErrors, MissingOnlineNamesFileAndHint) {
+  ScratchTree tree("hmat-guest");
+  tree.remove("devices/system/node/online");
+  auto topo = read_topology(tree.paths());
+  ASSERT_FALSE(topo);
+  EXPECT_NE(topo.error().message.find("devices/system/node/online"), std::string::npos);
+  EXPECT_NE(topo.error().message.find("sysfs"), std::string::npos);
+  EXPECT_EQ(topo.error().code, ENOENT);
+}
+
+TEST(TopologyErrors, MalformedFilesAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"devices/system/node/online", "zero-one"},
+      {"devices/system/node/node1/cpulist", "3-1"},
+      {"devices/system/node/node0/meminfo", "Node 0 MemTotal: lots kB\n"},
+      {"devices/system/node/node1/meminfo", "Node 1 MemFree: 5 kB\n"},
+      {"devices/system/node/node0/distance", "10"},
+      {"devices/system/node/node0/distance", "10 x"},
+      {"devices/system/node/node1/access0/initiators/read_latency", "slow"},
+      {"devices/virtual/memory_tiering/memory_tier4/nodelist", "0-"},
+  };
+  for (const auto& [file, text] : cases) {
+    ScratchTree tree("hmat-guest");
+    tree.write(file, text);
+    auto topo = read_topology(tree.paths());
+    ASSERT_FALSE(topo) << file << " <- " << text;
+    EXPECT_NE(topo.error().message.find(file), std::string::npos) << topo.error().message;
+  }
+}
+
+TEST(TopologyErrors, MissingOptionalPartsAreNotErrors) {
+  ScratchTree tree("hmat-guest");
+  tree.remove("devices/virtual/memory_tiering");
+  tree.remove("devices/system/node/node1/access0");
+  auto topo = read_topology(tree.paths());
+  ASSERT_TRUE(topo) << topo.error().message;
+  EXPECT_FALSE(topo->nodes[1].memory_tier.has_value());
+  EXPECT_FALSE(topo->nodes[1].access.has_value());
+  // Without tiers, distance 20 > local 10 still makes node 1 the target.
+  const auto roles = policy::classify_nodes(*topo);
+  EXPECT_TRUE(roles[1].demotion_target);
+  EXPECT_NE(roles[1].reason.find("distance"), std::string::npos);
+}
+
+// Pure classification rules, on hand-made topologies.
+policy::NumaNode node(int id, std::vector<int> cpus, std::map<int, int> dist,
+                      std::optional<int> tier) {
+  return policy::NumaNode{.id = id,
+                          .cpus = std::move(cpus),
+                          .mem_total_bytes = 1ULL << 30,
+                          .mem_free_bytes = 1ULL << 29,
+                          .distance = std::move(dist),
+                          .memory_tier = tier};
+}
+
+TEST(ClassifyNodes, SameTierCpuLessNodeIsNotATarget) {
+  policy::Topology t{
+      .nodes = {node(0, {0}, {{0, 10}, {1, 20}}, 4), node(1, {}, {{0, 20}, {1, 10}}, 4)}};
+  const auto roles = policy::classify_nodes(t);
+  EXPECT_FALSE(roles[1].demotion_target);
+  EXPECT_NE(roles[1].reason.find("not below"), std::string::npos);
+}
+
+TEST(ClassifyNodes, NearCpuLessNodeWithoutTiersIsNotATarget) {
+  policy::Topology t{.nodes = {node(0, {0}, {{0, 10}, {1, 10}}, std::nullopt),
+                               node(1, {}, {{0, 10}, {1, 10}}, std::nullopt)}};
+  EXPECT_FALSE(policy::classify_nodes(t)[1].demotion_target);
+}
+
+TEST(ClassifyNodes, NearestOfTwoTargetsIsPreferred) {
+  policy::Topology t{.nodes = {node(0, {0}, {{0, 10}, {1, 30}, {2, 20}}, 4),
+                               node(1, {}, {{0, 30}, {1, 10}, {2, 30}}, 35),
+                               node(2, {}, {{0, 20}, {1, 30}, {2, 10}}, 35)}};
+  EXPECT_EQ(policy::preferred_demotion_target(t, 0), 2);
+}
+
+TEST(ClassifyNodes, MemorylessNodeIsNotATarget) {
+  auto n1 = node(1, {}, {{0, 20}, {1, 10}}, 35);
+  n1.mem_total_bytes = 0;
+  policy::Topology t{.nodes = {node(0, {0}, {{0, 10}, {1, 20}}, 4), n1}};
+  EXPECT_FALSE(policy::classify_nodes(t)[1].demotion_target);
+}
+
+}  // namespace
+}  // namespace kvtier
