@@ -1,0 +1,29 @@
+#pragma once
+// How kvtierctl's subcommands plug in: each lives in its own file and registers
+// itself with an explicit add_*_command() call from kvtierctl.cpp. A command
+// runs in its CLI11 callback and stores its exit status in `Globals::exit_code`.
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "agent/host_paths.hpp"
+
+namespace kvtier::agent::ctl {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // the command failed; the message says why
+inline constexpr int kExitUsage = 2;   // unknown command or flag
+
+struct Globals {
+  std::string root;    // --root: read DIR/proc and DIR/sys instead
+  std::string socket;  // --socket: the daemon's control socket
+  int exit_code = kExitOk;
+
+  [[nodiscard]] HostPaths paths() const {
+    return root.empty() ? HostPaths{} : HostPaths::under(root);
+  }
+};
+
+void add_nodes_command(CLI::App& app, Globals& g);
+
+}  // namespace kvtier::agent::ctl
