@@ -605,7 +605,9 @@ void read_group_policy(Parser& p, Section s, GroupPolicy& g) {
   if (has_exclude) g.exclude = exclude;
   s.finish();
   if (g.promote && g.promote_heat <= g.demote_heat) {
-    p.problem(s.line(), s.key("promote_heat"),
+    const toml::node* at =
+        s.get("promote_heat") != nullptr ? s.get("promote_heat") : s.get("demote_heat");
+    p.problem(at != nullptr ? line_of(*at) : s.line(), s.key("promote_heat"),
               fmt::format("{}/s is not above demote_heat {}/s: pages would ping-pong (allowed: "
                           "promote_heat > demote_heat, or promote = false)",
                           g.promote_heat, g.demote_heat));
@@ -706,7 +708,11 @@ void read_root(Parser& p, Config& cfg, const toml::table& root) {
 
 }  // namespace
 
-std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::string_view file) {
+namespace {
+
+// Parses as much as it can: the config with defaults where keys were wrong, and
+// every problem found, so compile_config can still look at the rest.
+std::pair<Config, ConfigProblems> parse_partial(std::string_view text, std::string_view file) {
   Config cfg;
   cfg.file = std::string(file);
   Parser p(cfg.file, cfg);
@@ -716,26 +722,61 @@ std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::s
   } catch (const toml::parse_error& e) {
     p.problem(static_cast<int>(e.source().begin.line), "",
               fmt::format("TOML syntax error: {}", e.description()));
-    return std::unexpected(p.take_problems());
+    return {std::move(cfg), p.take_problems()};
   }
   read_root(p, cfg, root);
-  if (!p.ok()) return std::unexpected(p.take_problems());
+  return {std::move(cfg), p.take_problems()};
+}
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in) return std::nullopt;
+  return text.str();
+}
+
+ConfigProblem unreadable(const std::string& path) {
+  return ConfigProblem{.file = path,
+                       .line = 0,
+                       .key = "",
+                       .message = "cannot read the file (check the path and its permissions)"};
+}
+
+}  // namespace
+
+std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::string_view file) {
+  auto [cfg, problems] = parse_partial(text, file);
+  if (!problems.empty()) return std::unexpected(std::move(problems));
   return cfg;
 }
 
 std::expected<Config, ConfigProblems> load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in) {
-    return std::unexpected(
-        ConfigProblems{ConfigProblem{.file = path,
-                                     .line = 0,
-                                     .key = "",
-                                     .message = "cannot read the file (check the path "
-                                                "and its permissions)"}});
+  auto text = read_file(path);
+  if (!text) return std::unexpected(ConfigProblems{unreadable(path)});
+  return parse_config(*text, path);
+}
+
+std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_view text,
+                                                                  std::string_view file,
+                                                                  const Topology* topo) {
+  auto [cfg, problems] = parse_partial(text, file);
+  const bool syntax_error = problems.size() == 1 && problems[0].key.empty();
+  if (syntax_error) return std::unexpected(std::move(problems));
+  auto compiled = compile_config(std::move(cfg), topo);
+  if (problems.empty() && compiled) return compiled;
+  if (!compiled) {
+    problems.insert(problems.end(), compiled.error().begin(), compiled.error().end());
   }
-  return parse_config(text.str(), path);
+  std::ranges::stable_sort(problems, {}, &ConfigProblem::line);
+  return std::unexpected(std::move(problems));
+}
+
+std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
+                                                                   const Topology* topo) {
+  auto text = read_file(path);
+  if (!text) return std::unexpected(ConfigProblems{unreadable(path)});
+  return compile_config_text(*text, path, topo);
 }
 
 std::expected<TargetMatcher, std::string> TargetMatcher::compile(const Selector& s) {

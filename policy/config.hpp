@@ -176,6 +176,14 @@ struct CompiledConfig {
 std::expected<CompiledConfig, ConfigProblems> compile_config(Config config,
                                                              const Topology* topo = nullptr);
 
+// What kvtierd and `kvtierctl config check` run: parse, then compile what could
+// be parsed, so problems of both steps are reported together, sorted by line.
+std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_view text,
+                                                                  std::string_view file,
+                                                                  const Topology* topo = nullptr);
+std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
+                                                                   const Topology* topo = nullptr);
+
 std::string_view source_name(SourceKind s);
 std::string_view mover_name(MoverKind m);
 std::string_view log_level_name(LogLevel l);

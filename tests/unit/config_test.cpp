@@ -371,3 +371,30 @@ TEST(Config, MissingFileIsOneProblem) {
 
 }  // namespace
 }  // namespace kvtier::policy
+
+namespace kvtier::policy {
+namespace {
+
+TEST(Config, CheckReportsParseAndCompileProblemsTogetherByLine) {
+  const Topology topo = two_nodes();
+  auto c = compile_config_text(R"([[group]]
+name = "a"
+demotion_node = 9
+[group.select]
+comm = ["(x"]
+[group.policy]
+cold_age = "1x"
+)",
+                               "t.toml", &topo);
+  ASSERT_FALSE(c);
+  ASSERT_EQ(c.error().size(), 3U);
+  EXPECT_EQ(c.error()[0].key, "group[0].demotion_node");
+  EXPECT_EQ(c.error()[1].key, "group[0].select.comm[0]");
+  EXPECT_EQ(c.error()[2].key, "group[0].policy.cold_age");
+  EXPECT_TRUE(compile_config_text(kGroup, "t.toml", &topo));
+  // A syntax error stops there: nothing else can be trusted.
+  EXPECT_EQ(compile_config_text("[[group]\n", "t.toml").error().size(), 1U);
+}
+
+}  // namespace
+}  // namespace kvtier::policy
