@@ -10,22 +10,33 @@
 namespace kvtier::policy {
 namespace {
 
-// One movable unit that some rule might move. `key` orders it: for demotion
-// coldest first (heat, then older last access), for promotion hottest first.
+// One movable unit that some rule might move, in 24 bytes (there may be millions).
+// `key` orders it: for demotion coldest first (heat bits, then older last
+// access), for promotion hottest first. The node rides in the page offset bits
+// of the start address.
 struct Cand {
   std::uint64_t key = 0;
-  std::uint64_t start = 0;
+  std::uint64_t start_node = 0;
   std::uint32_t target = 0;
   std::uint32_t pages = 0;
-  float heat = 0.0F;
-  std::uint32_t last_access = 0;
-  std::int16_t node = -1;
 
+  static Cand make(std::uint64_t key, std::uint64_t start, int node, std::uint32_t target,
+                   std::uint32_t pages) {
+    return Cand{.key = key,
+                .start_node = start | static_cast<std::uint64_t>(node),
+                .target = target,
+                .pages = pages};
+  }
+  [[nodiscard]] std::uint64_t start() const { return start_node & ~(kPageSize - 1); }
+  [[nodiscard]] std::int16_t node() const {
+    return static_cast<std::int16_t>(start_node & (kPageSize - 1));
+  }
   [[nodiscard]] std::uint64_t bytes() const { return std::uint64_t{pages} * kPageSize; }
   friend bool operator<(const Cand& a, const Cand& b) {
-    return std::tie(a.key, a.target, a.start) < std::tie(b.key, b.target, b.start);
+    return std::tie(a.key, a.target, a.start_node) < std::tie(b.key, b.target, b.start_node);
   }
 };
+static_assert(sizeof(Cand) == 24);
 
 // Keeps the k smallest candidates seen, in O(n) amortised time and O(k) memory:
 // the planner never takes more units than the budget holds pages.
@@ -33,13 +44,15 @@ class Smallest {
  public:
   explicit Smallest(std::size_t k) : k_(std::max<std::size_t>(k, 1)) {}
   void push(const Cand& c) {
-    if (full_ && !(c < worst_)) return;
+    if (full_ && (c.key > worst_.key || !(c < worst_))) return;
+    if (buf_.empty()) buf_.reserve(2 * k_ + 1024);
     buf_.push_back(c);
     if (buf_.size() >= 2 * k_ + 1024) shrink();
   }
   std::vector<Cand> sorted() && {
     shrink();
     std::sort(buf_.begin(), buf_.end());
+    buf_.shrink_to_fit();
     return std::move(buf_);
   }
 
@@ -56,6 +69,14 @@ class Smallest {
   Cand worst_;
   bool full_ = false;
 };
+
+// Heat and last access back from a demotion key.
+float key_heat(std::uint64_t key) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(key >> 32));
+}
+std::uint32_t key_access(std::uint64_t key) {
+  return static_cast<std::uint32_t>(key);
+}
 
 std::uint64_t heat_bits(float h) {
   // Non-negative floats order like their bit patterns.
@@ -201,47 +222,61 @@ class Planner {
     std::vector<AddrRange> exclude = pol.exclude;
     std::ranges::sort(exclude, {}, &AddrRange::start);
 
-    tv.heat->for_each_unit(s_.now, [&](const HeatUnit& u) {
-      Node* n = node(u.node);
-      if (n == nullptr) return;  // unknown residency: nothing to decide
-      const bool slow = is_slow(g, u.node);
-      if (!slow) g.dram_use += u.range.bytes();
-      if (u.last_moved != 0 && now_tick - std::min(now_tick, u.last_moved) < residence_ticks) {
-        return;
-      }
-      if (!exclude.empty()) {
-        auto it = std::ranges::upper_bound(exclude, u.range.start, {}, &AddrRange::start);
-        if (it != exclude.end() && it->start < u.range.end) return;
-        if (it != exclude.begin() && std::prev(it)->end > u.range.start) return;
-      }
-      Cand c{.start = u.range.start,
-             .target = t,
-             .pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize),
-             .heat = u.heat,
-             .last_access = u.last_access,
-             .node = static_cast<std::int16_t>(u.node)};
-      if (!slow) {
-        if (u.heat > demote_heat || demotion_dest(g, u.node) < 0) return;
-        c.key = heat_bits(u.heat) << 32 | u.last_access;
-        const bool cold =
-            cold_on && now_tick >= u.last_access && now_tick - u.last_access >= cold_ticks;
-        if (cold) {
-          g.cold.push(c);
-        } else if (g.watermark) {
-          g.warm.push(c);
-        }
-      } else if (pol.promote && u.heat >= promote_heat) {
-        c.key = (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU);
-        g.hot.push(c);
-      }
-    });
+    // Per node, once: is it slow for this group, and where would it demote to.
+    std::vector<std::int8_t> slow_of(nodes_.size(), 0);
+    std::vector<std::int8_t> demotable(nodes_.size(), 0);
+    for (std::size_t id = 0; id < nodes_.size(); ++id) {
+      if (!nodes_[id].present) continue;
+      slow_of[id] = is_slow(g, static_cast<int>(id)) ? 1 : 0;
+      demotable[id] = demotion_dest(g, static_cast<int>(id)) >= 0 ? 1 : 0;
+    }
+    std::vector<std::int8_t> present(nodes_.size(), 0);
+    for (std::size_t id = 0; id < nodes_.size(); ++id) present[id] = nodes_[id].present ? 1 : 0;
+    const std::size_t nnodes = nodes_.size();
+    std::uint64_t dram_use = 0;
+
+    // Called for every page: inlined, with everything it reads in locals.
+    tv.heat->for_each_unit(
+        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
+          const auto id = static_cast<std::size_t>(u.node);
+          // Unknown residency (-1 wraps too): nothing to decide.
+          if (id >= nnodes || present[id] == 0) return;
+          const bool slow = slow_of[id] != 0;
+          if (!slow) dram_use += u.range.bytes();
+          if (u.last_moved != 0 && now_tick - std::min(now_tick, u.last_moved) < residence_ticks) {
+            return;
+          }
+          if (!exclude.empty()) {
+            auto it = std::ranges::upper_bound(exclude, u.range.start, {}, &AddrRange::start);
+            if (it != exclude.end() && it->start < u.range.end) return;
+            if (it != exclude.begin() && std::prev(it)->end > u.range.start) return;
+          }
+          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
+          if (!slow) {
+            if (u.heat > demote_heat || demotable[id] == 0) return;
+            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
+                                      u.node, t, pages);
+            const bool cold =
+                cold_on && now_tick >= u.last_access && now_tick - u.last_access >= cold_ticks;
+            if (cold) {
+              g.cold.push(c);
+            } else if (g.watermark) {
+              g.warm.push(c);
+            }
+          } else if (pol.promote && u.heat >= promote_heat) {
+            g.hot.push(Cand::make(
+                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                u.range.start, u.node, t, pages));
+          }
+        });
+    g.dram_use += dram_use;
   }
 
   // Takes c to `to` if the budget and the destination allow; false if not.
   bool take(const Cand& c, int to, Why why, bool demotion) {
     if (budget_out_) return false;
     Node* dst = node(to);
-    Node* src = node(c.node);
+    Node* src = node(c.node());
     const std::uint64_t bytes = c.bytes();
     if (bytes > budget_) {
       budget_out_ = true;
@@ -262,14 +297,16 @@ class Planner {
     budget_ -= bytes;
     dst->free -= bytes;
     src->free += bytes;
+    // Promotion keys are inverted (hottest first).
+    const std::uint64_t key = demotion ? c.key : ~c.key;
     chosen_.push_back(Chosen{.target = c.target,
-                             .start = c.start,
+                             .start = c.start(),
                              .bytes = bytes,
-                             .from = c.node,
+                             .from = c.node(),
                              .to = static_cast<std::int16_t>(to),
                              .why = why,
-                             .heat = c.heat,
-                             .last_access = c.last_access});
+                             .heat = key_heat(key),
+                             .last_access = key_access(key)});
     return true;
   }
 
@@ -290,10 +327,10 @@ class Planner {
       const Cand& c = from_cold ? cold[ci] : warm[wi];
       const std::size_t cold_index = ci;
       (from_cold ? ci : wi)++;
-      const std::uint64_t short_here = short_of(c.node);
+      const std::uint64_t short_here = short_of(c.node());
       if (over == 0 && short_here == 0) continue;
       const Why why = over > 0 ? Why::kDramLimit : Why::kKeepFree;
-      if (!take(c, demotion_dest(g, c.node), why, true)) {
+      if (!take(c, demotion_dest(g, c.node()), why, true)) {
         if (budget_out_) break;
         continue;
       }
@@ -318,7 +355,7 @@ class Planner {
         ++left;
         continue;
       }
-      const int to = promotion_dest(s_.targets[c.target], c.node);
+      const int to = promotion_dest(s_.targets[c.target], c.node());
       const Node* dst = node(to);
       if (dst == nullptr) continue;
       // Promotion must not undo the watermark.
@@ -345,7 +382,7 @@ class Planner {
 
   void cold_age(GroupWork& g, const std::vector<Cand>& cold, const std::vector<bool>& taken) {
     for (std::size_t i = 0; i < cold.size() && !budget_out_; ++i) {
-      if (!taken[i]) take(cold[i], demotion_dest(g, cold[i].node), Why::kColdAge, true);
+      if (!taken[i]) take(cold[i], demotion_dest(g, cold[i].node()), Why::kColdAge, true);
     }
   }
 
