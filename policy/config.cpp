@@ -374,12 +374,10 @@ class Section {
   }
 
   void finish() {
-    std::vector<std::string> allowed;
-    for (const auto& k : known_) allowed.push_back(k);
     for (auto&& [k, v] : t_) {
       if (std::ranges::find(known_, k.str()) != known_.end()) continue;
       p_.problem(line_of(v), key(k.str()),
-                 fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", ")));
+                 fmt::format("unknown key (allowed: {})", fmt::join(known_, ", ")));
     }
   }
 
@@ -443,7 +441,6 @@ void read_logging(Section s, LoggingConfig& l) {
 
 void read_telemetry(Section s, TelemetryConfig& t) {
   s.string("socket", t.socket, "an absolute path", check_absolute);
-  std::string mode;
   if (const toml::node* n = s.get("socket_mode")) {
     const auto* str = n->as_string();
     unsigned v = 0;

@@ -159,7 +159,8 @@ void HeatTable::add(const AccessSample& sample) {
                .first;
     }
     // Region heat is per page: one access is spread over the region's pages.
-    const double pages = static_cast<double>((it->second.end - it->first) / kPageSize);
+    const double pages =
+        static_cast<double>(it->second.end - it->first) / static_cast<double>(kPageSize);
     add_events(it->second.state, events / pages, tick);
     return;
   }

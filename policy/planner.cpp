@@ -136,6 +136,7 @@ class Planner {
 
     // Low priority gives DRAM up first and gets it back last; file order breaks ties.
     std::vector<GroupWork*> up;
+    up.reserve(groups_.size());
     for (auto& g : groups_) up.push_back(&g);
     std::ranges::stable_sort(up, [](const GroupWork* a, const GroupWork* b) {
       return a->cfg->priority < b->cfg->priority;

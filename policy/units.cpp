@@ -28,8 +28,9 @@ std::expected<std::pair<double, std::string_view>, std::string> split_number(
   while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
   if (i == 0) return std::unexpected(fmt::format("\"{}\" does not start with a number", text));
   double value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + i, value);
-  if (ec != std::errc{} || ptr != text.data() + i) {
+  const std::string number(text.substr(0, i));
+  const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc{} || ptr != number.data() + number.size()) {
     return std::unexpected(fmt::format("\"{}\" is not a number", text.substr(0, i)));
   }
   return std::pair{value, text.substr(i)};

@@ -48,6 +48,7 @@ int check(const std::string& file, bool use_topology, const Globals& g) {
   const policy::Config& cfg = compiled->config;
   std::cout << fmt::format("{}: OK\n", file);
   std::vector<std::string_view> prefer;
+  prefer.reserve(cfg.sources.prefer.size());
   for (auto s : cfg.sources.prefer) prefer.push_back(policy::source_name(s));
   std::cout << fmt::format(
       "  interval {}, mover {}, migrate {}/s (burst {}), cxl_fill_max {:.0f}%, min_free {}\n",
