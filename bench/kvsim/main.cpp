@@ -389,9 +389,7 @@ int run(const Options& o) {
   return kExitOk;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int parse_and_run(int argc, char** argv) {
   CLI::App app{"kvsim: a paged KV-cache workload simulator driven by LLM serving traces"};
   Options o;
   app.add_option("--trace", o.trace, "Request trace: Mooncake .jsonl or Azure .csv")
@@ -459,8 +457,14 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  return run(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
-    return run(o);
+    return parse_and_run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "kvsim: " << e.what() << '\n';
     return kExitFailed;

@@ -167,7 +167,9 @@ Result<double> parse_azure_timestamp(std::string_view text) {
     }
   }
   const std::int64_t days = days_from_civil(year, month, day);
-  return static_cast<double>(days * 86400 + hour * 3600 + minute * 60 + second) + frac;
+  const std::int64_t secs =
+      days * 86400 + std::int64_t{hour} * 3600 + std::int64_t{minute} * 60 + second;
+  return static_cast<double>(secs) + frac;
 }
 
 Result<Trace> parse_azure(std::istream& in, const std::string& source) {
