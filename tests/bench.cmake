@@ -9,3 +9,4 @@ add_dependencies(unit_kvsim kvsim)
 target_compile_definitions(unit_kvsim PRIVATE
   KVTIER_KVSIM_BIN="$<TARGET_FILE:kvsim>"
   KVTIER_SHARED_TRACES="${PROJECT_SOURCE_DIR}/../shared/traces")
+kvtier_vm_test(kvsim_guest kvsim_guest.sh)

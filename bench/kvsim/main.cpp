@@ -352,7 +352,8 @@ int run(const Options& o) {
   }
 
   const TimeNs stop = mono_now();
-  stats_line(stop);
+  // A last line for the part since the previous one, unless it is too short to give rates.
+  if (stop - last_stats >= interval / 4) stats_line(stop);
   write_truth(stop);
   sim.verify_all();
   report_corruptions(sim);
