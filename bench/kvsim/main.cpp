@@ -177,6 +177,15 @@ int run(const Options& o) {
   const kvtier::AddrRange range = pool.range();
   const auto pid = static_cast<kvtier::Pid>(getpid());
 
+  // Before the start event: a driver may signal as soon as it has read the pid.
+  struct sigaction sa {};
+  sa.sa_handler = on_usr1;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
   Output out(o.stats);
   Output::event(Json{
       {"event", "start"},
@@ -214,14 +223,6 @@ int run(const Options& o) {
                    "real tokens (prompts and outputs); {} blocks of {} bytes stand for {} tokens",
                    sc.layer_scale, model.layers, sc.token_scale, sc.blocks, layout.block_bytes(),
                    sc.capacity_tokens)}});
-
-  struct sigaction sa {};
-  sa.sa_handler = on_usr1;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, nullptr);
-  sa.sa_handler = on_stop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
 
   const TimeNs start = mono_now();
   kb::Simulator sim(kb::SimConfig{.scaling = sc,

@@ -148,42 +148,54 @@ TEST(KvsimRun, BadInputIsAOneLineErrorNotACrash) {
   fs::remove_all(dir);
 }
 
-TEST(KvsimRun, Sigusr1WritesTheTruthWhileRunning) {
+TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
+  // What a driver does: read the start event for the pid, signal at once.
   const fs::path dir = temp_dir("kvsim_usr1");
   const fs::path truth = dir / "truth.json";
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const std::string trace = (kFixtures / "mini_mooncake.jsonl").string();
     const std::string truth_s = truth.string();
-    freopen("/dev/null", "w", stdout);
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
     execl(KVTIER_KVSIM_BIN, "kvsim", "--trace", trace.c_str(), "--kv-budget", "16MiB",
-          "--capacity-tokens", "131072", "--duration", "20", "--step-ms", "5", "--loop", "--truth",
-          truth_s.c_str(), static_cast<char*>(nullptr));
+          "--capacity-tokens", "131072", "--duration", "20", "--step-ms", "5", "--loop", "--stats",
+          "/dev/null", "--truth", truth_s.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  EXPECT_FALSE(fs::exists(truth));
+  close(fds[1]);
+  FILE* out = fdopen(fds[0], "r");
+  ASSERT_NE(out, nullptr);
+  char line[8192];
+  ASSERT_NE(fgets(line, sizeof line, out), nullptr);
+  const json start = json::parse(line, nullptr, false);
+  ASSERT_EQ(start["event"], "start") << line;
+  EXPECT_EQ(start["pid"], pid);
   ASSERT_EQ(kill(pid, SIGUSR1), 0);
-  bool written = false;
-  for (int i = 0; i < 50 && !written; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    written = fs::exists(truth);
-  }
-  EXPECT_TRUE(written);
-  if (written) {
+  // The next line must be the truth event: the signal neither killed it nor got lost.
+  ASSERT_NE(fgets(line, sizeof line, out), nullptr);
+  EXPECT_EQ(json::parse(line, nullptr, false)["event"], "truth") << line;
+  {
     std::ifstream in(truth);
     const json j = json::parse(in, nullptr, false);
     ASSERT_FALSE(j.is_discarded());
     EXPECT_EQ(j["pid"], pid);
-    EXPECT_GT(j["blocks"].size(), 0U);
+    EXPECT_EQ(j["blocks"].size(), start["sim"]["blocks"].get<std::size_t>());
   }
-  // SIGTERM ends the run cleanly, still with status 0.
+  // SIGTERM ends the run cleanly, still with status 0, after a last truth and the end event.
   ASSERT_EQ(kill(pid, SIGTERM), 0);
+  std::string rest;
+  while (fgets(line, sizeof line, out) != nullptr) rest += line;
+  fclose(out);
   int st = 0;
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   EXPECT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_THAT(rest, ::testing::HasSubstr(R"("result":"ok")"));
   fs::remove_all(dir);
 }
 
