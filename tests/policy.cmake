@@ -19,3 +19,10 @@ echo \"$out\" | grep -q 'bad.toml:10: group\\[0\\].demotion_node: node 3 does no
           ${KVTIER_FIXTURES}/config/bad.toml)
 set_tests_properties(unit.kvtierctl_config_check_default unit.kvtierctl_config_check_bad
   PROPERTIES LABELS unit)
+
+# The planner over captured guest topologies and the shipped config (links the
+# agent's topology reader, so it is a binary of its own: unit_policy stays pure).
+kvtier_gtest(unit_policy_fixture unit
+  SOURCES unit/planner_fixture_test.cpp
+  LIBS policy agent)
+target_compile_definitions(unit_policy_fixture PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
