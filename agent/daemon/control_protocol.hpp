@@ -47,6 +47,9 @@ class LineReader {
   bool append(std::string_view bytes);
   // The next complete line without its '\n', if any.
   std::optional<std::string> next_line();
+  [[nodiscard]] bool has_line() const {
+    return !overflowed_ && buf_.find('\n', pos_) != std::string::npos;
+  }
   [[nodiscard]] bool overflowed() const { return overflowed_; }
   [[nodiscard]] std::size_t pending() const { return buf_.size() - pos_; }
 

@@ -25,6 +25,7 @@ constexpr int kListenBacklog = 16;
 // Read at most this much per readiness event, so one busy client cannot
 // starve the control loop's timer.
 constexpr std::size_t kMaxReadPerEvent = 256 * 1024;
+constexpr std::size_t kReplyHighWater = 1 << 20;
 
 Result<sockaddr_un> unix_address(const std::filesystem::path& path) {
   sockaddr_un addr{};
@@ -306,13 +307,24 @@ void ControlServer::on_client(int fd, std::uint32_t events) {
         break;
       }
     }
-    while (auto line = c.in.next_line()) {
-      if (line->empty()) continue;
-      handle_line(c, *line);
-    }
   }
-  if (!flush(c)) return;
+  if (!serve(c)) return;
   if ((events & EPOLLHUP) != 0 && c.out.empty()) close_client(fd);
+}
+
+bool ControlServer::serve(Client& c) {
+  while (true) {
+    // Answer queued requests only while the client keeps up with the replies:
+    // a client pipelining expensive requests (dump) and never reading costs
+    // one reply's work, not all of them.
+    while (c.out.size() < kReplyHighWater) {
+      auto line = c.in.next_line();
+      if (!line) break;
+      if (!line->empty()) handle_line(c, *line);
+    }
+    if (!flush(c)) return false;
+    if (!c.out.empty() || !c.in.has_line()) return true;
+  }
 }
 
 void ControlServer::handle_line(Client& c, const std::string& line) {
@@ -358,7 +370,7 @@ bool ControlServer::flush(Client& c) {
     close_client(fd);
     return false;
   }
-  if (c.out.empty() && c.closing) {
+  if (c.out.empty() && c.closing && !c.in.has_line()) {
     close_client(fd);
     return false;
   }

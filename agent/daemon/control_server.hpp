@@ -89,6 +89,8 @@ class ControlServer {
   void on_accept();
   void on_client(int fd, std::uint32_t events);
   void handle_line(Client& c, const std::string& line);
+  // Answers queued requests and flushes; false when the client was closed.
+  bool serve(Client& c);
   // Returns false when the client was closed.
   bool flush(Client& c);
   void close_client(int fd);

@@ -261,10 +261,16 @@ void Daemon::step_now() {
 
 void Daemon::publish_status() {
   if (!started_) return;
+  // Only state goes into STATUS=, no per-step figures: the line changes (and
+  // a datagram is sent) when the state does, not every interval. sd_notify
+  // blocks once the manager's queue is full (net.unix.max_dgram_qlen).
   std::string summary = hooks_.summary ? hooks_.summary() : std::string();
-  sd_.status(fmt::format("{}: {} steps, last {:.1f} ms{}{}{}", paused_ ? "paused" : "active",
-                         steps_, last_step_seconds_ * 1e3, summary.empty() ? "" : "; ", summary,
-                         last_step_error_.empty() ? "" : "; last step failed"));
+  std::string text =
+      fmt::format("{}{}{}{}", paused_ ? "paused" : "active", summary.empty() ? "" : "; ", summary,
+                  last_step_error_.empty() ? "" : "; last step failed");
+  if (text == last_status_) return;
+  last_status_ = text;
+  sd_.status(text);
 }
 
 json Daemon::status_json() const {

@@ -114,6 +114,7 @@ class Daemon {
   std::uint64_t step_errors_ = 0;
   double last_step_seconds_ = 0.0;
   std::string last_step_error_;
+  std::string last_status_;
   std::uint64_t reloads_ = 0;
   std::uint64_t reloads_rejected_ = 0;
   std::vector<std::string> last_reload_errors_;

@@ -12,7 +12,8 @@ namespace kvtier::agent {
 
 class SdNotify {
  public:
-  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID once.
+  // Reads WATCHDOG_USEC and WATCHDOG_PID once. NOTIFY_SOCKET is read by
+  // sd_notify(3) at every call, so it must stay in the environment.
   SdNotify();
 
   [[nodiscard]] bool enabled() const { return enabled_; }
