@@ -40,7 +40,7 @@ constexpr int kExitConfig = 3;
 constexpr int kExitCapability = 4;
 
 struct Options {
-  std::string config = "/etc/kvtier/kvtier.toml";
+  std::string config = KVTIER_DEFAULT_CONFIG;
   bool check_config = false;
   bool foreground = false;
   std::string log_level;  // empty: from the config
