@@ -41,7 +41,7 @@ std::vector<CapNeed> capabilities_for(Feature feature) {
       return {{Cap::kSysPtrace, "move_pages on processes of other users or with more capabilities"},
               {Cap::kSysNice, "move_pages MPOL_MF_MOVE_ALL on shared pages"}};
     case Feature::kTargetProcfs:
-      return {{Cap::kSysPtrace, "read /proc/PID/maps and exe of other users' processes"}};
+      return {{Cap::kSysPtrace, "read /proc/PID/exe of other users' or more privileged processes"}};
     case Feature::kDamon:
       // DAMON's sysfs files are root-owned 0600: uid 0 is enough, no capability.
       return {};
