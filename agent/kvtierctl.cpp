@@ -29,6 +29,7 @@ int run(int argc, char** argv) {
 
   // Explicit registration, one line per command.
   ctl::add_nodes_command(app, g);
+  ctl::add_sources_command(app, g);
 
   try {
     app.parse(argc, argv);

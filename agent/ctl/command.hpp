@@ -25,5 +25,6 @@ struct Globals {
 };
 
 void add_nodes_command(CLI::App& app, Globals& g);
+void add_sources_command(CLI::App& app, Globals& g);
 
 }  // namespace kvtier::agent::ctl
