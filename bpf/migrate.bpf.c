@@ -2,9 +2,9 @@
 /* Migration accounting: what the kernel itself migrates (reclaim demotion,
  * NUMA balancing promotion, DAMOS, move_pages), per reason, from
  * migrate:mm_migrate_pages. */
-#include "kvtier_abi.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
+#include "kvtier_abi.h"
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -16,11 +16,15 @@ struct {
 /* The kernel's enum migrate_reason renumbers between versions: map by name. */
 static __always_inline __u32 kvt_reason(__u64 r) {
   if (r == bpf_core_enum_value(enum migrate_reason, MR_COMPACTION)) return KVT_MR_COMPACTION;
-  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMORY_FAILURE)) return KVT_MR_MEMORY_FAILURE;
-  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMORY_HOTPLUG)) return KVT_MR_MEMORY_HOTPLUG;
+  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMORY_FAILURE))
+    return KVT_MR_MEMORY_FAILURE;
+  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMORY_HOTPLUG))
+    return KVT_MR_MEMORY_HOTPLUG;
   if (r == bpf_core_enum_value(enum migrate_reason, MR_SYSCALL)) return KVT_MR_SYSCALL;
-  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMPOLICY_MBIND)) return KVT_MR_MEMPOLICY_MBIND;
-  if (r == bpf_core_enum_value(enum migrate_reason, MR_NUMA_MISPLACED)) return KVT_MR_NUMA_MISPLACED;
+  if (r == bpf_core_enum_value(enum migrate_reason, MR_MEMPOLICY_MBIND))
+    return KVT_MR_MEMPOLICY_MBIND;
+  if (r == bpf_core_enum_value(enum migrate_reason, MR_NUMA_MISPLACED))
+    return KVT_MR_NUMA_MISPLACED;
   if (r == bpf_core_enum_value(enum migrate_reason, MR_CONTIG_RANGE)) return KVT_MR_CONTIG_RANGE;
   if (r == bpf_core_enum_value(enum migrate_reason, MR_LONGTERM_PIN)) return KVT_MR_LONGTERM_PIN;
   if (r == bpf_core_enum_value(enum migrate_reason, MR_DEMOTION)) return KVT_MR_DEMOTION;

@@ -4,8 +4,8 @@
 #ifndef KVTIER_PAGE_HEAT_BPF_H
 #define KVTIER_PAGE_HEAT_BPF_H
 
-#include "kvtier_abi.h"
 #include <bpf/bpf_helpers.h>
+#include "kvtier_abi.h"
 
 /* A hash the agent fills rather than rodata: targets come and go at run time. */
 struct {

@@ -23,9 +23,10 @@ std::string_view to_string(ProcEventKind k) {
 Result<ProcEvent> decode_proc_event(std::span<const std::byte> data) {
   kvt_proc_event e{};
   if (data.size() < sizeof(e)) {
-    return fail(fmt::format("process event: {} bytes, expected {} (agent and BPF object from "
-                            "different builds?)",
-                            data.size(), sizeof(e)));
+    return fail(
+        fmt::format("process event: {} bytes, expected {} (agent and BPF object from "
+                    "different builds?)",
+                    data.size(), sizeof(e)));
   }
   std::memcpy(&e, data.data(), sizeof(e));
   ProcEvent out{.pid = static_cast<Pid>(e.pid),

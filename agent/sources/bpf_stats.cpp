@@ -15,9 +15,8 @@ Result<BpfProgStats> read_prog_stats(int prog_fd) {
     const int err = errno;
     return fail(fmt::format("bpf_obj_get_info_by_fd({}): {}", prog_fd, errno_text(err)), err);
   }
-  return BpfProgStats{.name = std::string(info.name),
-                      .run_time_ns = info.run_time_ns,
-                      .run_cnt = info.run_cnt};
+  return BpfProgStats{
+      .name = std::string(info.name), .run_time_ns = info.run_time_ns, .run_cnt = info.run_cnt};
 }
 
 Result<BpfProgStats> sum_prog_stats(std::span<const int> prog_fds) {

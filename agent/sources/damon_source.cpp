@@ -34,7 +34,9 @@ struct DamonSource::Bpf {
 DamonSource::DamonSource(HostPaths paths, DamonOptions opts)
     : paths_(std::move(paths)), opts_(opts), sysfs_(DamonSysfs::under(paths_)) {}
 
-DamonSource::~DamonSource() { stop(); }
+DamonSource::~DamonSource() {
+  stop();
+}
 
 Availability DamonSource::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
@@ -85,8 +87,8 @@ Result<void> DamonSource::start() {
     return fail(fmt::format("DAMON reader: ring_buffer__new: {}", errno_text(err)), err);
   }
   b->targets = &targets_;
-  b->max_nr_accesses = static_cast<std::uint32_t>(
-      std::max<std::uint64_t>(1, opts_.intervals.aggr_us / std::max<std::uint64_t>(1, opts_.intervals.sample_us)));
+  b->max_nr_accesses = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      1, opts_.intervals.aggr_us / std::max<std::uint64_t>(1, opts_.intervals.sample_us)));
   bpf_ = std::move(b);
   if (!targets_.empty()) return restart_kdamond();
   return {};
@@ -113,9 +115,8 @@ Result<void> DamonSource::restart_kdamond() {
     if (!kd) return std::unexpected(kd.error());
     kdamond_ = *kd;
   }
-  DamonContextSpec spec{.operations = "vaddr",
-                        .intervals = opts_.intervals,
-                        .nr_regions = opts_.nr_regions};
+  DamonContextSpec spec{
+      .operations = "vaddr", .intervals = opts_.intervals, .nr_regions = opts_.nr_regions};
   for (const Pid pid : targets_) spec.targets.push_back(DamonTargetSpec{.pid = pid});
   if (auto ok = sysfs_.configure(kdamond_, spec); !ok) return ok;
   if (auto ok = sysfs_.turn_on(kdamond_); !ok) return ok;

@@ -25,7 +25,8 @@ Result<void> DamonSysfs::write(const fs::path& file, std::string_view value) con
   const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return fail(fmt::format("{}: cannot open for writing: {}", file.string(), errno_text(err)), err);
+    return fail(fmt::format("{}: cannot open for writing: {}", file.string(), errno_text(err)),
+                err);
   }
   const ssize_t n = ::write(fd, value.data(), value.size());
   const int err = n < 0 ? errno : 0;
@@ -128,7 +129,9 @@ Result<void> DamonSysfs::send(int kd, std::string_view command) {
   return write(kdamond_dir(kd) / "state", command);
 }
 
-Result<std::string> DamonSysfs::state(int kd) const { return read_text(kdamond_dir(kd) / "state"); }
+Result<std::string> DamonSysfs::state(int kd) const {
+  return read_text(kdamond_dir(kd) / "state");
+}
 
 Result<Pid> DamonSysfs::kdamond_pid(int kd) const {
   const fs::path p = kdamond_dir(kd) / "pid";

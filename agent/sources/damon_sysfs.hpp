@@ -30,7 +30,7 @@ struct DamonRegionBounds {
 };
 
 struct DamonTargetSpec {
-  Pid pid = 0;                      // vaddr: the process; paddr: unused
+  Pid pid = 0;                     // vaddr: the process; paddr: unused
   std::vector<AddrRange> regions;  // initial regions; empty lets DAMON pick (vaddr)
 };
 

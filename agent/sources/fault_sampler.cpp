@@ -20,7 +20,9 @@ struct FaultSampler::Bpf {
 FaultSampler::FaultSampler(HostPaths paths, FaultOptions opts)
     : paths_(std::move(paths)), opts_(opts) {}
 
-FaultSampler::~FaultSampler() { stop(); }
+FaultSampler::~FaultSampler() {
+  stop();
+}
 
 Availability FaultSampler::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
@@ -28,8 +30,8 @@ Availability FaultSampler::probe() const {
   if (auto a = probe_tracepoint(paths_, "exceptions", "page_fault_user"); !a.ok) return a;
   auto mode = read_u64(paths_.proc / "sys/kernel/numa_balancing");
   if (mode && *mode != 0) {
-    return available(fmt::format(
-        "ok: user page faults including NUMA hint faults (numa_balancing={})", *mode));
+    return available(
+        fmt::format("ok: user page faults including NUMA hint faults (numa_balancing={})", *mode));
   }
   return available(
       "ok: user page faults; numa_balancing is off, so first touches and copy-on-write only");
@@ -73,6 +75,8 @@ std::vector<int> FaultSampler::program_fds() const {
   return {bpf_program__fd(bpf_->skel->progs.kvt_fault_user)};
 }
 
-void FaultSampler::stop() { bpf_.reset(); }
+void FaultSampler::stop() {
+  bpf_.reset();
+}
 
 }  // namespace kvtier::agent

@@ -18,9 +18,9 @@ static_assert(kMigrateReasons == KVT_MR_NR);
 
 std::string_view migrate_reason_name(std::size_t reason) {
   static constexpr std::array<std::string_view, kMigrateReasons> kNames = {
-      "compaction",   "memory_failure", "memory_hotplug", "syscall",   "mempolicy_mbind",
-      "numa_misplaced", "contig_range", "longterm_pin",   "demotion",  "damon",
-      "other"};
+      "compaction",      "memory_failure", "memory_hotplug", "syscall",
+      "mempolicy_mbind", "numa_misplaced", "contig_range",   "longterm_pin",
+      "demotion",        "damon",          "other"};
   return reason < kNames.size() ? kNames.at(reason) : "?";
 }
 
@@ -42,7 +42,9 @@ struct MigrationCounter::Bpf {
 };
 
 MigrationCounter::MigrationCounter(HostPaths paths) : paths_(std::move(paths)) {}
-MigrationCounter::~MigrationCounter() { stop(); }
+MigrationCounter::~MigrationCounter() {
+  stop();
+}
 
 Availability MigrationCounter::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
@@ -50,8 +52,8 @@ Availability MigrationCounter::probe() const {
   if (auto a = probe_tracepoint(paths_, "migrate", "mm_migrate_pages"); !a.ok) return a;
   auto n = tracepoint_arg_count(paths_, "mm_migrate_pages");
   if (n && *n != 7 && *n != 8) {
-    return unavailable(fmt::format("migrate:mm_migrate_pages has {} arguments; kvtier knows 7 and 8",
-                                   *n));
+    return unavailable(
+        fmt::format("migrate:mm_migrate_pages has {} arguments; kvtier knows 7 and 8", *n));
   }
   return available("ok: kernel migrations per reason via migrate:mm_migrate_pages");
 }
@@ -74,7 +76,9 @@ Result<void> MigrationCounter::start() {
   return {};
 }
 
-void MigrationCounter::stop() { bpf_.reset(); }
+void MigrationCounter::stop() {
+  bpf_.reset();
+}
 
 Result<MigrationCounts> MigrationCounter::read() const {
   if (!bpf_) return fail("migration counter: not started");
@@ -104,7 +108,8 @@ Result<MigrationCounts> MigrationCounter::read() const {
 std::vector<int> MigrationCounter::program_fds() const {
   if (!bpf_) return {};
   std::vector<int> fds;
-  for (bpf_program* p : {bpf_->skel->progs.kvt_mm_migrate_pages8, bpf_->skel->progs.kvt_mm_migrate_pages7}) {
+  for (bpf_program* p :
+       {bpf_->skel->progs.kvt_mm_migrate_pages8, bpf_->skel->progs.kvt_mm_migrate_pages7}) {
     if (bpf_program__fd(p) >= 0) fds.push_back(bpf_program__fd(p));
   }
   return fds;

@@ -15,7 +15,8 @@ namespace kvtier::agent {
 
 Result<std::vector<std::uint64_t>> sum_percpu_u64(int map_fd, std::uint32_t entries) {
   const int ncpu = libbpf_num_possible_cpus();
-  if (ncpu <= 0) return fail(fmt::format("cannot count possible CPUs: {}", errno_text(-ncpu)), -ncpu);
+  if (ncpu <= 0)
+    return fail(fmt::format("cannot count possible CPUs: {}", errno_text(-ncpu)), -ncpu);
   std::vector<std::uint64_t> per_cpu(static_cast<std::size_t>(ncpu));
   std::vector<std::uint64_t> sums(entries);
   for (std::uint32_t i = 0; i < entries; ++i) {
@@ -84,16 +85,16 @@ Result<std::size_t> PageHeatMaps::drain(SourceBatch& out) {
   std::size_t total = 0;
   for (;;) {
     std::uint32_t count = kChunk;
-    const int rc = bpf_map_lookup_and_delete_batch(pages_fd_, first ? nullptr : &in_batch,
-                                                   &out_batch, keys.data(), vals.data(), &count,
-                                                   nullptr);
+    const int rc =
+        bpf_map_lookup_and_delete_batch(pages_fd_, first ? nullptr : &in_batch, &out_batch,
+                                        keys.data(), vals.data(), &count, nullptr);
     const int err = rc != 0 ? errno : 0;
     if (rc != 0 && err != ENOENT) {
       return fail(fmt::format("BPF page map: lookup_and_delete_batch: {}", errno_text(err)), err);
     }
     for (std::uint32_t i = 0; i < count; ++i) {
-      const auto weight = std::min<std::uint64_t>(vals[i].weight,
-                                                  std::numeric_limits<std::uint32_t>::max());
+      const auto weight =
+          std::min<std::uint64_t>(vals[i].weight, std::numeric_limits<std::uint32_t>::max());
       out.samples.push_back(AccessSample{.pid = static_cast<Pid>(keys[i].tgid),
                                          .addr = keys[i].page << 12U,
                                          .time = vals[i].last_ns,

@@ -40,7 +40,7 @@ Result<std::uint64_t> parse_number(std::string_view s, std::string_view what) {
 
 // "event=0xcd,umask=0x1,ldlat=3" -> ordered terms; a bare term means 1.
 Result<std::vector<std::pair<std::string, std::uint64_t>>> parse_terms(std::string_view text,
-                                                                        std::string_view what) {
+                                                                       std::string_view what) {
   std::vector<std::pair<std::string, std::uint64_t>> terms;
   while (!text.empty()) {
     const std::size_t comma = std::min(text.find(','), text.size());
@@ -64,7 +64,8 @@ Result<std::vector<std::pair<std::string, std::uint64_t>>> parse_terms(std::stri
 Result<void> apply_format(PmuEventSpec& spec, std::string_view format, std::uint64_t value,
                           std::string_view what) {
   const std::size_t colon = format.find(':');
-  if (colon == std::string_view::npos) return fail(fmt::format("{}: bad format '{}'", what, format));
+  if (colon == std::string_view::npos)
+    return fail(fmt::format("{}: bad format '{}'", what, format));
   const std::string_view field = format.substr(0, colon);
   std::uint64_t* target = nullptr;
   if (field == "config") target = &spec.config;
@@ -202,8 +203,7 @@ Result<PerfEventFds> open_event_per_cpu(const PmuEventSpec& spec, std::uint64_t 
     if (fd < 0) {
       const int err = errno;
       for (const int open_fd : set.fds) close(open_fd);
-      return fail(fmt::format("perf_event_open({}) on cpu {}: {}", spec.name, cpu,
-                              errno_text(err)),
+      return fail(fmt::format("perf_event_open({}) on cpu {}: {}", spec.name, cpu, errno_text(err)),
                   err);
     }
     set.fds.push_back(fd);

@@ -24,7 +24,9 @@ struct PmuSampler::Bpf {
 PmuSampler::PmuSampler(HostPaths paths, PmuOptions opts, std::string name)
     : paths_(std::move(paths)), opts_(opts), name_(std::move(name)) {}
 
-PmuSampler::~PmuSampler() { stop(); }
+PmuSampler::~PmuSampler() {
+  stop();
+}
 
 namespace {
 
@@ -93,8 +95,8 @@ Result<void> PmuSampler::start() {
   if (!events) return std::unexpected(events.error());
   b->events = *events;
   for (std::size_t i = 0; i < b->events.fds.size(); ++i) {
-    bpf_link* link = bpf_program__attach_perf_event(b->skel->progs.kvt_pmu_sample,
-                                                    b->events.fds[i]);
+    bpf_link* link =
+        bpf_program__attach_perf_event(b->skel->progs.kvt_pmu_sample, b->events.fds[i]);
     if (link == nullptr) {
       const int err = errno;
       // The links own (and closed) the fds before i; close the rest.

@@ -23,7 +23,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path btf_path(const HostPaths& paths) { return paths.sys / "kernel/btf/vmlinux"; }
+fs::path btf_path(const HostPaths& paths) {
+  return paths.sys / "kernel/btf/vmlinux";
+}
 
 struct BtfFree {
   void operator()(struct btf* b) const { btf__free(b); }
@@ -56,8 +58,8 @@ bool path_exists(const fs::path& p) {
 Availability probe_btf(const HostPaths& paths) {
   const fs::path p = btf_path(paths);
   if (!path_exists(p)) {
-    return unavailable(fmt::format("no BTF: {} missing (kernel built without CONFIG_DEBUG_INFO_BTF)",
-                                   p.string()));
+    return unavailable(
+        fmt::format("no BTF: {} missing (kernel built without CONFIG_DEBUG_INFO_BTF)", p.string()));
   }
   return available();
 }
@@ -91,7 +93,8 @@ Availability probe_tracepoint(const HostPaths& paths, std::string_view category,
   const fs::path dir = tracefs / "events" / category / event;
   if (path_exists(dir)) return available();
   if (path_exists(tracefs / "events")) {
-    return unavailable(fmt::format("tracepoint {}:{} missing: no {}", category, event, dir.string()));
+    return unavailable(
+        fmt::format("tracepoint {}:{} missing: no {}", category, event, dir.string()));
   }
   // tracefs not mounted: raw tracepoints do not need it, the kernel's BTF says
   // whether the tracepoint exists.
@@ -100,7 +103,9 @@ Availability probe_tracepoint(const HostPaths& paths, std::string_view category,
                                    event, btf.why));
   }
   auto n = tracepoint_arg_count(paths, event);
-  if (!n) return unavailable(fmt::format("tracepoint {}:{} missing: {}", category, event, n.error().message));
+  if (!n)
+    return unavailable(
+        fmt::format("tracepoint {}:{} missing: {}", category, event, n.error().message));
   return available();
 }
 
@@ -161,8 +166,8 @@ Availability probe_page_idle(const HostPaths& paths) {
   }
   if (access(bitmap.c_str(), R_OK | W_OK) != 0) {
     const int err = errno;
-    return unavailable(fmt::format("idle page tracking: {}: {} (run as root)", bitmap.string(),
-                                   errno_text(err)));
+    return unavailable(
+        fmt::format("idle page tracking: {}: {} (run as root)", bitmap.string(), errno_text(err)));
   }
   return available();
 }

@@ -11,8 +11,12 @@
 
 namespace kvtier::agent {
 
-inline Availability available(std::string why = "ok") { return {.ok = true, .why = std::move(why)}; }
-inline Availability unavailable(std::string why) { return {.ok = false, .why = std::move(why)}; }
+inline Availability available(std::string why = "ok") {
+  return {.ok = true, .why = std::move(why)};
+}
+inline Availability unavailable(std::string why) {
+  return {.ok = false, .why = std::move(why)};
+}
 
 // CO-RE needs the kernel's own BTF.
 Availability probe_btf(const HostPaths& paths);

@@ -72,7 +72,8 @@ namespace {
 
 int on_event(void* ctx, void* data, size_t size) {
   auto* b = static_cast<ProcessWatcher::Bpf*>(ctx);
-  auto ev = decode_proc_event(std::span<const std::byte>(static_cast<const std::byte*>(data), size));
+  auto ev =
+      decode_proc_event(std::span<const std::byte>(static_cast<const std::byte*>(data), size));
   if (!ev) {
     ++b->bad;
     return 0;
@@ -84,7 +85,9 @@ int on_event(void* ctx, void* data, size_t size) {
 }  // namespace
 
 ProcessWatcher::ProcessWatcher(HostPaths paths) : paths_(std::move(paths)) {}
-ProcessWatcher::~ProcessWatcher() { stop(); }
+ProcessWatcher::~ProcessWatcher() {
+  stop();
+}
 
 Availability ProcessWatcher::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
@@ -110,9 +113,13 @@ Result<void> ProcessWatcher::start() {
   return {};
 }
 
-void ProcessWatcher::stop() { bpf_.reset(); }
+void ProcessWatcher::stop() {
+  bpf_.reset();
+}
 
-int ProcessWatcher::epoll_fd() const { return bpf_ ? ring_buffer__epoll_fd(bpf_->ring.get()) : -1; }
+int ProcessWatcher::epoll_fd() const {
+  return bpf_ ? ring_buffer__epoll_fd(bpf_->ring.get()) : -1;
+}
 
 Result<std::size_t> ProcessWatcher::poll(int timeout_ms, std::vector<ProcEvent>& out) {
   if (!bpf_) return fail("process watcher: poll() before start()");

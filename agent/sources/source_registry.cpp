@@ -25,15 +25,16 @@ void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
       .name = "faults",
       .summary = "user page faults incl. NUMA hint faults via the page_fault_user tracepoint",
       .make = [paths, o = opts.faults] { return std::make_unique<FaultSampler>(paths, o); }});
-  reg.add(SourceFactory{
-      .name = "pmu-soft",
-      .summary = "the PMU sampler on the software page-faults perf event",
-      .make = [paths, o = opts.pmu_soft] {
-        return std::make_unique<PmuSampler>(paths, o, "pmu-soft");
-      }});
+  reg.add(SourceFactory{.name = "pmu-soft",
+                        .summary = "the PMU sampler on the software page-faults perf event",
+                        .make = [paths, o = opts.pmu_soft] {
+                          return std::make_unique<PmuSampler>(paths, o, "pmu-soft");
+                        }});
 }
 
-std::vector<std::string> default_source_order() { return {"pmu", "damon", "faults", "pmu-soft"}; }
+std::vector<std::string> default_source_order() {
+  return {"pmu", "damon", "faults", "pmu-soft"};
+}
 
 std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {
   std::vector<SourceReport> out;
@@ -57,10 +58,11 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const st
     }
     auto src = f->make();
     Availability a = src->probe();
-    choice.reports.push_back(SourceReport{.name = f->name, .summary = f->summary, .availability = a});
+    choice.reports.push_back(
+        SourceReport{.name = f->name, .summary = f->summary, .availability = a});
     if (!a.ok) {
-      return fail(fmt::format("hotness source '{}' (forced by config) cannot run here: {}", force,
-                              a.why));
+      return fail(
+          fmt::format("hotness source '{}' (forced by config) cannot run here: {}", force, a.why));
     }
     choice.reason = fmt::format("{} (forced by config): {}", f->name, a.why);
     choice.source = std::move(src);
@@ -71,10 +73,12 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const st
   std::string skipped;
   for (const auto& name : order) {
     const SourceFactory* f = reg.find(name);
-    if (f == nullptr) return fail(fmt::format("hotness source '{}' in the preference list is unknown", name));
+    if (f == nullptr)
+      return fail(fmt::format("hotness source '{}' in the preference list is unknown", name));
     auto src = f->make();
     Availability a = src->probe();
-    choice.reports.push_back(SourceReport{.name = f->name, .summary = f->summary, .availability = a});
+    choice.reports.push_back(
+        SourceReport{.name = f->name, .summary = f->summary, .availability = a});
     if (!a.ok) {
       skipped += fmt::format("; not {}: {}", f->name, a.why);
       continue;

@@ -61,8 +61,8 @@ std::vector<SourceReport> probe_sources(const SourceRegistry& reg);
 
 struct SourceChoice {
   std::unique_ptr<HotnessSource> source;
-  std::string reason;                  // one line: which and why, and why not the better ones
-  std::vector<SourceReport> reports;   // every source probed on the way
+  std::string reason;                 // one line: which and why, and why not the better ones
+  std::vector<SourceReport> reports;  // every source probed on the way
 };
 
 // `force` non-empty: that source or an error saying why not. Else the first
