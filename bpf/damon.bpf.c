@@ -4,9 +4,10 @@
  * buffer, for the kdamonds the agent started only. The raw tracepoint's
  * arguments (target index, region, number of regions) are the same on 6.12
  * and 6.18; the region fields are read with CO-RE. */
+#include "kvtier_abi.h" /* vmlinux.h first: the libbpf headers need its types */
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
-#include "kvtier_abi.h"
 
 /* Pids of the kdamond threads the agent owns; other kdamonds (another tool's
  * paddr monitor, say) are ignored in the kernel. */

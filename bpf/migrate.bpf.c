@@ -2,9 +2,10 @@
 /* Migration accounting: what the kernel itself migrates (reclaim demotion,
  * NUMA balancing promotion, DAMOS, move_pages), per reason, from
  * migrate:mm_migrate_pages. */
+#include "kvtier_abi.h" /* vmlinux.h first: the libbpf headers need its types */
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
-#include "kvtier_abi.h"
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

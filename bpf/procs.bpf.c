@@ -4,9 +4,10 @@
  * they start and forgets them when they end. Raw tracepoints: the task is the
  * first argument on every kernel kvtier supports (6.18 appends group_dead to
  * sched_process_exit; this program reads signal->live instead). */
+#include "kvtier_abi.h" /* vmlinux.h first: the libbpf headers need its types */
+
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_helpers.h>
-#include "kvtier_abi.h"
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
