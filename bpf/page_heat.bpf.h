@@ -4,8 +4,9 @@
 #ifndef KVTIER_PAGE_HEAT_BPF_H
 #define KVTIER_PAGE_HEAT_BPF_H
 
+#include "kvtier_abi.h" /* vmlinux.h first: the libbpf headers need its types */
+
 #include <bpf/bpf_helpers.h>
-#include "kvtier_abi.h"
 
 /* A hash the agent fills rather than rodata: targets come and go at run time. */
 struct {
