@@ -7,7 +7,6 @@
 
 /* x86 page-fault error code bits (arch/x86/include/asm/trap_pf.h). */
 #define KVT_PF_PROT (1UL << 0)
-#define KVT_PF_WRITE (1UL << 1)
 
 SEC("raw_tp/page_fault_user")
 int kvt_fault_user(struct bpf_raw_tracepoint_args* ctx) {
@@ -16,9 +15,9 @@ int kvt_fault_user(struct bpf_raw_tracepoint_args* ctx) {
   __u64 addr = ctx->args[0];
   __u64 err = ctx->args[2];
   __u32 flags = 0;
-  /* A read on a present page only faults when the pte is PROT_NONE, which is
-   * how NUMA balancing arms its hint faults. */
-  if ((err & KVT_PF_PROT) && !(err & KVT_PF_WRITE)) {
+  /* Faults on present pages are write-protect faults; first touches and NUMA
+   * hint faults (PROT_NONE ptes are not present to the hardware) are not. */
+  if (err & KVT_PF_PROT) {
     flags = KVT_PAGE_PROT_FAULT;
     kvt_count(KVT_STAT_PROT_FAULT);
   }

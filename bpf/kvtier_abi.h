@@ -35,8 +35,10 @@ struct kvt_page_val {
   __u32 pad;
 };
 
-/* Set on a page when a fault hit a present page without write intent: on
- * x86 that is the signature of a NUMA hint fault (PROT_NONE pte). */
+/* Set on a page when a fault hit a present page (x86 error code bit 0):
+ * write protection (copy-on-write, or the fault that follows a NUMA
+ * migration). NUMA hint faults do not set it: a PROT_NONE pte is not present
+ * to the hardware, so they look like first touches (measured in the guest). */
 #define KVT_PAGE_PROT_FAULT 1u
 
 /* Per-CPU counters of the page samplers, indexed by enum kvt_sample_stat. */
@@ -45,7 +47,7 @@ enum kvt_sample_stat {
   KVT_STAT_MATCHED = 1,    /* runs in a target process */
   KVT_STAT_NO_ADDR = 2,    /* target runs without a data address */
   KVT_STAT_MAP_FULL = 3,   /* insertions that failed */
-  KVT_STAT_PROT_FAULT = 4, /* faults on present pages, read (hint-fault like) */
+  KVT_STAT_PROT_FAULT = 4, /* faults on present pages (write protection) */
   KVT_STAT_NR = 5,
 };
 

@@ -21,7 +21,7 @@ struct SamplerStats {
   std::uint64_t matched = 0;      // runs in a target process
   std::uint64_t no_addr = 0;      // target samples without a usable data address
   std::uint64_t map_full = 0;     // samples lost because the page map was full
-  std::uint64_t prot_faults = 0;  // read faults on present pages (NUMA hint faults)
+  std::uint64_t prot_faults = 0;  // faults on present pages (write protection)
 };
 
 class PageHeatMaps {
