@@ -39,6 +39,8 @@ class DamonSource final : public HotnessSource {
   [[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> forwarded_dropped() const;
   [[nodiscard]] std::vector<int> program_fds() const;
   [[nodiscard]] int kdamond_index() const { return kdamond_; }
+  // The kdamond thread while it runs (0 otherwise): its CPU time is DAMON's cost.
+  [[nodiscard]] Pid kdamond_pid() const { return kdamond_pid_; }
 
   struct Bpf;  // the loaded program and its ring buffer (opaque)
 

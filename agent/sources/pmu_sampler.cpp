@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <utility>
 
 #include "agent/sources/bpf_skeleton.hpp"
@@ -145,7 +146,10 @@ void PmuSampler::adapt_period(TimeNs now) {
   const auto budget = static_cast<double>(opts_.max_samples_per_sec);
   std::uint64_t next = period_;
   if (rate > budget && period_ < opts_.max_period) {
-    next = std::min(opts_.max_period, period_ * 2);
+    // Jump to the period that meets the budget at this rate, in one step.
+    const double factor = std::ceil(rate / budget);
+    next = std::min<std::uint64_t>(
+        opts_.max_period, period_ * std::max<std::uint64_t>(2, static_cast<std::uint64_t>(factor)));
   } else if (rate < budget / 4 && period_ > initial_period_) {
     next = std::max(initial_period_, period_ / 2);
   }

@@ -32,8 +32,9 @@ struct PmuOptions {
   // page-faults 1).
   std::uint64_t sample_period = 0;
   bool adaptive = true;
-  // Sample budget across all CPUs; above it the period doubles, below a
-  // quarter of it the period halves back toward the initial one.
+  // Sample budget across all CPUs, checked at each collect(): above it the
+  // period grows at once to what meets the budget at the rate just seen;
+  // below a quarter of it the period halves back toward the initial one.
   std::uint64_t max_samples_per_sec = 20000;
   std::uint64_t max_period = 1ULL << 24;
   std::uint32_t load_latency_cycles = 30;
