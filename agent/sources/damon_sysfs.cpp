@@ -76,7 +76,7 @@ Result<int> DamonSysfs::claim_kdamond() {
               EBUSY);
 }
 
-Result<void> DamonSysfs::configure(int kd, const DamonContextSpec& spec) {
+Result<void> DamonSysfs::configure(int kd, const DamonContextSpec& spec) const {
   const fs::path kdir = kdamond_dir(kd);
   if (auto ok = write(kdir / "contexts/nr_contexts", "1"); !ok) return ok;
   const fs::path ctx = context_dir(kd);
@@ -125,7 +125,7 @@ Result<std::vector<std::string>> DamonSysfs::avail_operations(int kd) const {
   return ops;
 }
 
-Result<void> DamonSysfs::send(int kd, std::string_view command) {
+Result<void> DamonSysfs::send(int kd, std::string_view command) const {
   return write(kdamond_dir(kd) / "state", command);
 }
 

@@ -62,14 +62,14 @@ class DamonSysfs {
 
   // Writes one context: operations, intervals, region bounds, targets and
   // their initial regions. The kdamond must be off.
-  Result<void> configure(int kd, const DamonContextSpec& spec);
+  Result<void> configure(int kd, const DamonContextSpec& spec) const;
   [[nodiscard]] Result<std::vector<std::string>> avail_operations(int kd) const;
 
-  Result<void> turn_on(int kd) { return send(kd, "on"); }
-  Result<void> turn_off(int kd) { return send(kd, "off"); }
+  Result<void> turn_on(int kd) const { return send(kd, "on"); }
+  Result<void> turn_off(int kd) const { return send(kd, "off"); }
   // Any command `state` accepts: on, off, commit, update_schemes_stats,
   // update_schemes_tried_regions, ...
-  Result<void> send(int kd, std::string_view command);
+  Result<void> send(int kd, std::string_view command) const;
   [[nodiscard]] Result<std::string> state(int kd) const;
   // The kdamond thread's pid while it is on.
   [[nodiscard]] Result<Pid> kdamond_pid(int kd) const;

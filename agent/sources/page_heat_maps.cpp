@@ -56,7 +56,7 @@ Result<void> PageHeatMaps::set_targets(std::span<const Pid> pids) {
   return {};
 }
 
-Result<std::size_t> PageHeatMaps::purge(Pid pid) {
+Result<std::size_t> PageHeatMaps::purge(Pid pid) const {
   // Collect first: deleting while walking with get_next_key restarts the walk.
   std::vector<kvt_page_key> doomed;
   kvt_page_key key{};

@@ -34,7 +34,7 @@ class PageHeatMaps {
   // leave the set are deleted.
   Result<void> set_targets(std::span<const Pid> pids);
   // Deletes every page entry of one process; returns how many.
-  Result<std::size_t> purge(Pid pid);
+  Result<std::size_t> purge(Pid pid) const;
   // Moves every page entry into `out` (one AccessSample per page: the weight
   // is what the samples stand for, the time the latest sample) and clears the
   // map, so each call reports what happened since the previous one.

@@ -49,7 +49,7 @@ Result<PmuEventSpec> PmuSampler::pick_event() const {
   auto cpus = online_cpus(paths_);
   const int cpu = cpus && !cpus->empty() ? cpus->front() : 0;
   if (opts_.events == PmuEventChoice::kSoftware) {
-    const PmuEventSpec spec = software_page_faults_event();
+    PmuEventSpec spec = software_page_faults_event();
     const std::uint64_t period = opts_.sample_period != 0 ? opts_.sample_period : 1;
     if (auto ok = try_open_event(spec, period, cpu); !ok) return std::unexpected(ok.error());
     return spec;
