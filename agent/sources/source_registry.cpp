@@ -30,10 +30,14 @@ void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                         .make = [paths, o = opts.pmu_soft] {
                           return std::make_unique<PmuSampler>(paths, o, "pmu-soft");
                         }});
+  reg.add(SourceFactory{
+      .name = "idle",
+      .summary = "idle page tracking: page_idle bitmap and /proc/PID/pagemap scans",
+      .make = [paths, o = opts.idle] { return std::make_unique<IdlePageSource>(paths, o); }});
 }
 
 std::vector<std::string> default_source_order() {
-  return {"pmu", "damon", "faults", "pmu-soft"};
+  return {"pmu", "damon", "faults", "pmu-soft", "idle"};
 }
 
 std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {

@@ -14,6 +14,7 @@
 #include "agent/hotness_source.hpp"
 #include "agent/sources/damon_source.hpp"
 #include "agent/sources/fault_sampler.hpp"
+#include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
 
 namespace kvtier::agent {
@@ -39,15 +40,17 @@ struct SourceOptions {
   PmuOptions pmu_soft{.events = PmuEventChoice::kSoftware};
   FaultOptions faults;
   DamonOptions damon;
+  IdlePageOptions idle;
 };
 
-// pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults).
+// pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults), idle.
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                               const SourceOptions& opts);
 
 // Best first: per-access hardware samples, then DAMON (sees cold regions
 // too), then faults (hint faults with NUMA balancing), then the software
-// page-faults event (same information as faults at a higher cost).
+// page-faults event (same information as faults at a higher cost), then
+// idle-page scans (a page-table walk per scan).
 std::vector<std::string> default_source_order();
 
 struct SourceReport {

@@ -95,13 +95,14 @@ TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
   SourceRegistry reg;
   agent::register_builtin_sources(reg, t.paths(), agent::SourceOptions{});
   const auto reports = agent::probe_sources(reg);
-  ASSERT_EQ(reports.size(), 4U);
+  ASSERT_EQ(reports.size(), 5U);
   for (const auto& r : reports) {
     EXPECT_FALSE(r.availability.ok) << r.name;
-    EXPECT_NE(r.availability.why.find("no BTF"), std::string::npos) << r.availability.why;
+    const char* want = r.name == "idle" ? "CONFIG_IDLE_PAGE_TRACKING" : "no BTF";
+    EXPECT_NE(r.availability.why.find(want), std::string::npos) << r.availability.why;
   }
   EXPECT_EQ(agent::default_source_order(),
-            (std::vector<std::string>{"pmu", "damon", "faults", "pmu-soft"}));
+            (std::vector<std::string>{"pmu", "damon", "faults", "pmu-soft", "idle"}));
 }
 
 TEST(ProcessSelector, MatchesCommOrCmdline) {
