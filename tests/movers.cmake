@@ -3,3 +3,7 @@
 kvtier_gtest(unit_movers unit
   SOURCES unit/move_pages_mover_test.cpp unit/residency_test.cpp
   LIBS agent_movers)
+
+kvtier_gtest(privileged_movers privileged
+  SOURCES privileged/movers_test.cpp
+  LIBS agent_movers)
