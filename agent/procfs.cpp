@@ -1,0 +1,110 @@
+#include "agent/procfs.hpp"
+
+#include <fmt/format.h>
+#include <cerrno>
+#include <charconv>
+#include <sstream>
+
+#include "agent/sysfs.hpp"
+
+namespace kvtier::agent {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A read under /proc/PID that fails with ENOENT means the process is gone.
+Error gone_or(const Error& e, Pid pid) {
+  if (e.code == ENOENT || e.code == ESRCH) {
+    return Error{.message = fmt::format("process {} exited", pid), .code = ESRCH};
+  }
+  return e;
+}
+
+bool parse_hex(std::string_view s, std::uint64_t& out) {
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out, 16);
+  return ec == std::errc{} && ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+std::vector<Pid> list_pids(const HostPaths& paths) {
+  std::vector<Pid> pids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(paths.proc, ec)) {
+    const std::string name = entry.path().filename().string();
+    Pid pid = 0;
+    auto [ptr, perr] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (perr == std::errc{} && ptr == name.data() + name.size() && pid > 0) pids.push_back(pid);
+  }
+  return pids;
+}
+
+Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid) {
+  const fs::path dir = paths.proc / std::to_string(pid);
+  ProcessInfo info{.pid = pid};
+  auto comm = read_text(dir / "comm");
+  if (!comm) return std::unexpected(gone_or(comm.error(), pid));
+  info.comm = std::move(*comm);
+
+  auto cmdline = read_text(dir / "cmdline");
+  if (!cmdline) return std::unexpected(gone_or(cmdline.error(), pid));
+  std::string args = std::move(*cmdline);
+  while (!args.empty() && args.back() == '\0') args.pop_back();
+  for (char& c : args) {
+    if (c == '\0') c = ' ';
+  }
+  info.cmdline = std::move(args);
+
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink(dir / "exe", ec);
+  if (!ec) info.exe = exe.string();
+
+  if (auto cg = read_text(dir / "cgroup")) {
+    std::istringstream lines(*cg);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.starts_with("0::")) info.cgroup = line.substr(3);
+    }
+  }
+  return info;
+}
+
+Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {
+  const fs::path file = paths.proc / std::to_string(pid) / "maps";
+  auto text = read_text(file);
+  if (!text) return std::unexpected(gone_or(text.error(), pid));
+  std::vector<MapEntry> out;
+  std::istringstream lines(*text);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(lines, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    // start-end perms offset dev inode [path]
+    std::istringstream in(line);
+    std::string range;
+    std::string offset;
+    std::string dev;
+    MapEntry e;
+    if (!(in >> range >> e.perms >> offset >> dev >> e.inode)) {
+      return fail(fmt::format("{}:{}: malformed maps line '{}'", file.string(), lineno, line));
+    }
+    const auto dash = range.find('-');
+    if (dash == std::string::npos || !parse_hex(range.substr(0, dash), e.range.start) ||
+        !parse_hex(range.substr(dash + 1), e.range.end) || !parse_hex(offset, e.offset) ||
+        e.range.end < e.range.start || e.perms.size() != 4) {
+      return fail(fmt::format("{}:{}: malformed maps line '{}'", file.string(), lineno, line));
+    }
+    std::getline(in >> std::ws, e.path);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+bool is_movable_anon(const MapEntry& e) {
+  const bool private_rw = e.perms[0] == 'r' && e.perms[1] == 'w' && e.perms[3] == 'p';
+  const bool anonymous = e.inode == 0 && (e.path.empty() || e.path == "[heap]");
+  return private_rw && anonymous;
+}
+
+}  // namespace kvtier::agent

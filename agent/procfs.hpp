@@ -1,0 +1,46 @@
+#pragma once
+// Readers for the parts of /proc/PID that target discovery and range tracking
+// use. Each takes HostPaths so tests run them over fixture trees.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/host_paths.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+
+// What selectors match on: comm, the command line (arguments joined by
+// spaces), the executable's path and the cgroup v2 path.
+struct ProcessInfo {
+  Pid pid = 0;
+  std::string comm;
+  std::string cmdline;
+  std::string exe;     // empty when the link cannot be read (kernel thread, no permission)
+  std::string cgroup;  // the v2 path ("0::/system.slice/x.service" -> "/system.slice/x.service")
+};
+
+// The numeric entries of /proc. Never fails on a process that vanishes mid-scan.
+std::vector<Pid> list_pids(const HostPaths& paths);
+
+// ESRCH-like failures (the process exited) come back as an Error with code ESRCH.
+Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid);
+
+struct MapEntry {
+  AddrRange range;
+  std::string perms;  // "rw-p"
+  std::uint64_t offset = 0;
+  std::uint64_t inode = 0;
+  std::string path;  // "", "[heap]", "[stack]", "/usr/lib/..."
+};
+
+Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid);
+
+// Memory kvtier may move: private, writable, anonymous mappings (heap and
+// anonymous mmap, where inference servers keep their KV cache). Stacks, vdso
+// and file mappings are left alone.
+bool is_movable_anon(const MapEntry& e);
+
+}  // namespace kvtier::agent
