@@ -6,7 +6,7 @@ run=${KVTIER_VM_RUN:?set by ctest}
 # NUMA balancing off, so only DAMOS decides where pages go.
 exec "$run" --timeout 600 -- sh -c '
   echo 0 > /proc/sys/kernel/numa_balancing &&
-  mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup &&
+  { grep -q " /sys/fs/cgroup cgroup2 " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup; } &&
   echo +memory > /sys/fs/cgroup/cgroup.subtree_control &&
   mkdir -p /sys/fs/cgroup/kvt && echo $$ > /sys/fs/cgroup/kvt/cgroup.procs &&
   exec kvtier_mover_vmtest damos 90'
