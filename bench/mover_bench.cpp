@@ -39,8 +39,8 @@ char* map_aligned(std::size_t bytes, bool huge) {
   auto* raw = static_cast<char*>(
       mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (raw == MAP_FAILED) return nullptr;
-  const auto a = (reinterpret_cast<std::uintptr_t>(raw) + kHugePageSize - 1) & ~(kHugePageSize - 1);
-  auto* p = reinterpret_cast<char*>(a);
+  const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+  char* p = raw + (((addr + kHugePageSize - 1) & ~(kHugePageSize - 1)) - addr);
   madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   std::memset(p, 0x42, bytes);
   return p;
@@ -189,8 +189,15 @@ int run(std::size_t mib, int reps, std::size_t fixed_batch) {
         }};
     std::vector<std::vector<double>> rates(ways.size() + 1);
     for (int round = 0; round < reps; ++round) {
-      for (std::size_t w = 0; w < ways.size(); ++w) rates[w].push_back(measure(*b, 1, ways[w]));
-      rates[ways.size()].push_back(memcpy_rate(*b, 1));
+      // Each round starts with a different way, so none always runs first.
+      for (std::size_t k = 0; k <= ways.size(); ++k) {
+        const std::size_t w = (k + static_cast<std::size_t>(round)) % (ways.size() + 1);
+        if (w == ways.size()) {
+          rates[w].push_back(memcpy_rate(*b, 1));
+        } else {
+          rates[w].push_back(measure(*b, 1, ways[w]));
+        }
+      }
     }
     std::vector<double> med;
     for (auto& v : rates) {
@@ -211,7 +218,7 @@ int run(std::size_t mib, int reps, std::size_t fixed_batch) {
 
 int main(int argc, char** argv) {
   const std::size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 64;
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const int reps = argc > 2 ? static_cast<int>(std::strtol(argv[2], nullptr, 10)) : 3;
   const std::size_t batch = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 0;
   return kvtier::bench::run(mib == 0 ? 64 : mib, reps < 1 ? 1 : reps, batch);
 }

@@ -95,7 +95,7 @@ Result<void> DamosMover::start() {
   }
   // A sequence of writes, each stopping at the first error (which names the file).
   std::vector<std::pair<fs::path, std::string>> w;
-  const auto add = [&](fs::path rel, auto value) {
+  const auto add = [&](fs::path rel, const auto& value) {
     if constexpr (std::is_convertible_v<decltype(value), std::string_view>) {
       w.emplace_back(std::move(rel), std::string(value));
     } else {

@@ -4,6 +4,15 @@
 // failures are retried a few times, and every page ends in exactly one MoveStats
 // counter: requested == moved + already_there + busy + pinned + not_present +
 // gone + no_memory + permission + other.
+//
+// Pinned vs busy: the kernel gives a long-term pinned page no status of its
+// own; migration of the batch holding it fails (the call returns a positive
+// count and leaves that batch's statuses unwritten). A page left unmoved by
+// every one of `max_attempts` move calls, with no -EBUSY in between, is taken
+// as pinned and skipped for `pinned_ttl_ns`; a page whose last status was
+// -EBUSY/-EAGAIN counts as busy and is tried again on the next move().
+// last_errno is the last errno seen, including ones a retry then overcame.
+// Not thread-safe: one mover per thread.
 
 #include <cstdint>
 #include <memory>
@@ -23,9 +32,10 @@
 namespace kvtier::agent {
 
 struct MovePagesConfig {
-  // Move units (a small page or a whole huge page) per move_pages call; chosen
-  // by the sweep in bench/mover_bench.cpp.
-  std::size_t batch_units = 512;
+  // Move units (a small page or a whole huge page) per move_pages call. The
+  // sweep in bench/mover_bench.cpp is flat from 256 up (within the guest's
+  // noise); 1024 keeps calls few and budget steps small (4 MiB of 4 KiB pages).
+  std::size_t batch_units = 1024;
   // Migration budget; 0 = unlimited. The burst is the most spent at once.
   double rate_mib_s = 0.0;
   double burst_mib = 64.0;
