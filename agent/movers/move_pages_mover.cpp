@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <numeric>
 #include <string>
 
@@ -27,8 +28,22 @@ bool process_exited(const HostPaths& host, Pid pid) {
   if (!stat) return stat.error().code == ENOENT || stat.error().code == ESRCH;
   const auto paren = stat->rfind(')');
   if (paren == std::string::npos || paren + 2 >= stat->size()) return false;
-  const char state = (*stat)[paren + 2];
-  return state == 'Z' || state == 'X';
+  // After "comm)": state ppid pgrp session tty_nr tpgid flags ...
+  std::string_view rest = std::string_view(*stat).substr(paren + 2);
+  const char state = rest.front();
+  if (state == 'Z' || state == 'X') return true;
+  // The mm goes (exit_mm) before the task turns zombie: PF_EXITING covers that window.
+  constexpr std::uint64_t kPfExiting = 0x4;
+  for (int field = 0; field < 6; ++field) {
+    const auto sp = rest.find(' ');
+    if (sp == std::string_view::npos) return false;
+    rest.remove_prefix(sp + 1);
+  }
+  std::uint64_t flags = 0;
+  const auto end = rest.find(' ');
+  const std::string_view flags_s = rest.substr(0, end);
+  const auto [ptr, ec] = std::from_chars(flags_s.data(), flags_s.data() + flags_s.size(), flags);
+  return ec == std::errc{} && (flags & kPfExiting) != 0;
 }
 
 MovePagesMover::MovePagesMover(MovePagesConfig config, MovePagesDeps deps)

@@ -90,8 +90,8 @@ class MovePagesMover final : public Mover {
   std::vector<int> status_;
 };
 
-// True when /proc/PID is missing or the task is a zombie: move_pages answers
-// ESRCH for the first and EINVAL (no mm) for the second.
+// True when /proc/PID is missing, or the task is exiting (PF_EXITING) or a
+// zombie: move_pages answers ESRCH for the first and EINVAL (no mm) for the others.
 bool process_exited(const HostPaths& host, Pid pid);
 
 }  // namespace kvtier::agent

@@ -216,8 +216,12 @@ TEST(MovePagesMover, ZombieEinvalCountsAsGone) {
   const AddrRange r[] = {pages_at(0, 10)};
   const auto st = mover.move(kPid, r, 1);
   EXPECT_EQ(st.gone, 10U);
+  // Exiting, mm already released, not yet a zombie: PF_EXITING (0x4) in flags.
   std::ofstream(root / "proc" / std::to_string(kPid) / "stat", std::ios::trunc)
-      << kPid << " (a) R 1 2 3\n";
+      << kPid << " (a) b) R 1 2 3 0 -1 4194308 0 0\n";
+  EXPECT_EQ(mover.move(kPid, r, 1).gone, 10U);
+  std::ofstream(root / "proc" / std::to_string(kPid) / "stat", std::ios::trunc)
+      << kPid << " (a) R 1 2 3 0 -1 4194560 0 0\n";
   const auto alive = mover.move(kPid, r, 1);
   EXPECT_EQ(alive.other, 10U) << "EINVAL from a live process is not 'gone'";
   std::filesystem::remove_all(root);
