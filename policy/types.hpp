@@ -78,6 +78,8 @@ struct Plan {
   std::vector<PlannedMove> moves;
   std::uint64_t demote_bytes = 0;
   std::uint64_t promote_bytes = 0;
+  // What the planner could not do and why (a limit not met, budget exhausted), one line each.
+  std::vector<std::string> notes;
 };
 
 // What a mover did with the pages it was asked to move, per kernel status.

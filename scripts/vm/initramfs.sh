@@ -110,6 +110,8 @@ cp -a "$top/tests" kvtier/tests
 
 tmp=$cache/initramfs-$key.tmp
 find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 >"$tmp"
-rm -f "$cache"/initramfs-*.cpio.gz
 mv "$tmp" "$out"
+# Older archives go, but not the previous one: a run may be copying it now.
+find "$cache" -maxdepth 1 -name 'initramfs-*.cpio.gz' -printf '%T@ %p\n' | sort -rn |
+  tail -n +3 | cut -d' ' -f2- | xargs -r rm -f
 echo "$out"

@@ -1,0 +1,23 @@
+# kvsim: the KV-cache workload simulator. kvsim_core holds its logic (traces, shapes, the
+# allocator, the prefix cache, the scheduler, patterns, ground truth) for the program and tests.
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+
+add_library(kvsim_core STATIC
+  kvsim/model_shape.cpp
+  kvsim/trace.cpp
+  kvsim/block_allocator.cpp
+  kvsim/prefix_cache.cpp
+  kvsim/pattern.cpp
+  kvsim/kv_pool.cpp
+  kvsim/ground_truth.cpp
+  kvsim/simulator.cpp)
+target_include_directories(kvsim_core PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(kvsim_core
+  PUBLIC policy fmt::fmt
+  PRIVATE nlohmann_json::nlohmann_json kvtier_warnings)
+
+add_executable(kvsim kvsim/main.cpp)
+target_link_libraries(kvsim PRIVATE kvsim_core CLI11::CLI11 nlohmann_json::nlohmann_json
+                      kvtier_warnings)

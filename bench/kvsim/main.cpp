@@ -1,0 +1,474 @@
+// kvsim: a KV-cache workload simulator. It holds a vLLM-style paged KV cache in its own memory
+// and reads and writes it the way decode does, driven by a real request trace, so that a
+// tiering daemon sees the access pattern of an inference server. Every read is checked against
+// a deterministic pattern; the ground truth of which blocks were touched when is written out.
+//
+// Output: JSON lines on stdout ({"event":"start"|"stats"|"corruption"|"injected"|"truth"|"end"}),
+// stats optionally to --stats FILE. Exit status: 0 success, 1 error, 2 bad usage, 3 corruption.
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/kvsim/ground_truth.hpp"
+#include "bench/kvsim/kv_pool.hpp"
+#include "bench/kvsim/model_shape.hpp"
+#include "bench/kvsim/simulator.hpp"
+#include "bench/kvsim/trace.hpp"
+
+namespace {
+
+namespace kb = kvtier::bench;
+using kvtier::TimeNs;
+using Json = nlohmann::ordered_json;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCorrupt = 3;
+
+volatile std::sig_atomic_t g_dump_truth = 0;
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void on_usr1(int /*sig*/) {
+  g_dump_truth = 1;
+}
+extern "C" void on_stop(int /*sig*/) {
+  g_stop = 1;
+}
+
+TimeNs mono_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
+}
+
+void sleep_ns(TimeNs ns) {
+  timespec ts{.tv_sec = static_cast<time_t>(ns / 1'000'000'000ULL),
+              .tv_nsec = static_cast<long>(ns % 1'000'000'000ULL)};
+  nanosleep(&ts, nullptr);  // a signal cuts it short, which is what we want
+}
+
+struct Options {
+  std::string trace;
+  std::string trace_format;
+  std::string preset = "llama3-8b";
+  std::optional<std::uint32_t> layers;
+  std::optional<std::uint32_t> kv_heads;
+  std::optional<std::uint32_t> head_dim;
+  std::string dtype;
+  std::string budget = "512MiB";
+  std::uint64_t capacity_tokens = 2ULL << 20;
+  std::optional<std::uint32_t> layer_scale;
+  std::optional<std::uint32_t> token_scale;
+  double time_scale = 1.0;
+  double duration_s = 0;
+  bool loop = false;
+  std::uint32_t max_batch = 32;
+  std::uint64_t seed = 1;
+  std::uint32_t lines_per_page = 4;
+  bool hugepages = false;
+  bool no_populate = false;
+  double decode_ms = 30;
+  std::optional<double> step_ms;
+  std::string truth;
+  std::string stats;
+  double stats_interval_s = 1.0;
+  std::vector<double> cold_ages{10, 30};
+  std::optional<std::uint64_t> inject_after;
+};
+
+// Fails with one line naming what to fix; exceptions stop here.
+template <class T>
+T need(kvtier::Result<T> r) {
+  if (!r) throw std::runtime_error(r.error().message);
+  return std::move(*r);
+}
+
+class Output {
+ public:
+  explicit Output(const std::string& stats_path) {
+    if (!stats_path.empty()) {
+      file_.open(stats_path, std::ios::out | std::ios::trunc);
+      if (!file_) throw std::runtime_error(fmt::format("{}: cannot write stats", stats_path));
+    }
+  }
+  // Start, end and corruption events go to stdout always (a driver reads the pid from there).
+  static void event(const Json& j) { std::cout << j.dump() << '\n' << std::flush; }
+  void stats(const Json& j) {
+    if (file_.is_open()) {
+      file_ << j.dump() << '\n' << std::flush;
+    } else {
+      event(j);
+    }
+  }
+
+ private:
+  std::ofstream file_;
+};
+
+Json corruption_json(const kb::CorruptionReport& c, const char* event) {
+  return Json{{"event", event},
+              {"block", c.block},
+              {"tensor", c.tensor},
+              {"addr", c.addr},
+              {"bad_bytes", c.bad_bytes},
+              {"expected", fmt::format("{:#018x}", c.expected)},
+              {"found", fmt::format("{:#018x}", c.found)},
+              {"when", std::string(c.when)}};
+}
+
+void report_corruptions(kb::Simulator& sim) {
+  for (const kb::CorruptionReport& c : sim.take_corruptions()) {
+    std::cerr << fmt::format(
+        "kvsim: CORRUPTION: block {} tensor {} at {:#x}: {} bad bytes (read {:#018x}, wrote "
+        "{:#018x}) found at {}\n",
+        c.block, c.tensor, c.addr, c.bad_bytes, c.found, c.expected, c.when);
+    Output::event(corruption_json(c, "corruption"));
+  }
+}
+
+int run(const Options& o) {
+  // The model, then the scaling that makes it fit.
+  kb::ModelShape model = need(kb::model_preset(o.preset));
+  if (o.layers) model.layers = *o.layers;
+  if (o.kv_heads) model.kv_heads = *o.kv_heads;
+  if (o.head_dim) model.head_dim = *o.head_dim;
+  if (!o.dtype.empty()) model.dtype_bytes = need(kb::dtype_bytes(o.dtype));
+  if (o.layers || o.kv_heads || o.head_dim || !o.dtype.empty()) model.name += "-custom";
+  const kb::Scaling sc =
+      need(kb::choose_scaling(kb::ScalingRequest{.model = model,
+                                                 .budget_bytes = need(kb::parse_size(o.budget)),
+                                                 .capacity_tokens = o.capacity_tokens,
+                                                 .layer_scale = o.layer_scale,
+                                                 .token_scale = o.token_scale}));
+
+  // A simulated step stands for token_scale real decode iterations; pacing it to their trace
+  // time keeps as many sequences running at once as the real server would have.
+  const double step_ms =
+      o.step_ms ? *o.step_ms : o.decode_ms * static_cast<double>(sc.token_scale) * o.time_scale;
+  const auto min_step = static_cast<TimeNs>(step_ms * 1e6);
+
+  const kb::TraceFormat fmt_kind = o.trace_format.empty()
+                                       ? need(kb::trace_format_from_path(o.trace))
+                                       : need(kb::parse_trace_format(o.trace_format));
+  kb::Trace trace = need(kb::read_trace(o.trace, fmt_kind));
+  const std::size_t requests = trace.requests.size();
+  const double span = trace.span_s();
+
+  const kb::PoolLayout layout{.layers = sc.sim_layers,
+                              .blocks = sc.blocks,
+                              .chunk_bytes = model.chunk_bytes(),
+                              .token_bytes = model.token_bytes()};
+  kb::KvPool pool = need(kb::KvPool::create(
+      layout, kb::PoolOptions{.hugepages = o.hugepages, .populate = !o.no_populate}));
+  const kvtier::AddrRange range = pool.range();
+  const auto pid = static_cast<kvtier::Pid>(getpid());
+
+  // Before the start event: a driver may signal as soon as it has read the pid.
+  struct sigaction sa {};
+  sa.sa_handler = on_usr1;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_handler = on_stop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  Output out(o.stats);
+  Output::event(Json{
+      {"event", "start"},
+      {"pid", pid},
+      {"pool", {range.start, range.end}},
+      {"pool_bytes", range.bytes()},
+      {"model",
+       {{"name", model.name},
+        {"layers", model.layers},
+        {"kv_heads", model.kv_heads},
+        {"head_dim", model.head_dim},
+        {"dtype_bytes", model.dtype_bytes},
+        {"kv_bytes_per_token", model.kv_bytes_per_token()}}},
+      {"sim",
+       {{"layers", sc.sim_layers},
+        {"layer_scale", sc.layer_scale},
+        {"token_scale", sc.token_scale},
+        {"blocks", sc.blocks},
+        {"block_tokens", kb::kBlockTokens},
+        {"block_bytes", layout.block_bytes()},
+        {"chunk_bytes", layout.chunk_bytes},
+        {"tensors", layout.tensors()},
+        {"capacity_tokens", sc.capacity_tokens},
+        {"lines_per_page", o.lines_per_page},
+        {"step_ms", step_ms},
+        {"max_batch", o.max_batch}}},
+      {"trace",
+       {{"path", o.trace},
+        {"format", std::string(kb::trace_format_name(fmt_kind))},
+        {"requests", requests},
+        {"span_s", span}}},
+      {"time_scale", o.time_scale},
+      {"scaled",
+       fmt::format("each simulated layer stands for {} of {} layers, each simulated token for {} "
+                   "real tokens (prompts and outputs); {} blocks of {} bytes stand for {} tokens",
+                   sc.layer_scale, model.layers, sc.token_scale, sc.blocks, layout.block_bytes(),
+                   sc.capacity_tokens)}});
+
+  const TimeNs start = mono_now();
+  kb::Simulator sim(kb::SimConfig{.scaling = sc,
+                                  .time_scale = o.time_scale,
+                                  .max_batch = o.max_batch,
+                                  .seed = o.seed,
+                                  .lines_per_page = o.lines_per_page,
+                                  .loop = o.loop},
+                    std::move(trace), pool, start);
+
+  const auto write_truth = [&](TimeNs now) {
+    if (o.truth.empty()) return;
+    auto r =
+        kb::write_truth(o.truth, sim.truth(), sim.states(),
+                        kb::TruthContext{.pid = pid, .now = now, .pool = range, .layout = layout});
+    if (!r) {
+      std::cerr << "kvsim: " << r.error().message << '\n';
+      return;
+    }
+    Output::event(Json{{"event", "truth"}, {"path", o.truth}, {"time_ns", now}});
+  };
+
+  const TimeNs interval = static_cast<TimeNs>(o.stats_interval_s * 1e9);
+  const TimeNs end = o.duration_s > 0 ? start + static_cast<TimeNs>(o.duration_s * 1e9) : 0;
+  TimeNs next_stats = start + interval;
+  TimeNs last_stats = start;
+  kb::SimCounters last = sim.counters();
+  bool injected = false;
+  TimeNs busy_ns = 0;  // wall time spent admitting and decoding, without pacing sleeps
+  TimeNs last_busy_ns = 0;
+
+  const auto stats_line = [&](TimeNs now) {
+    const kb::SimCounters& c = sim.counters();
+    const double dt = static_cast<double>(now - last_stats) / 1e9;
+    const auto rate = [&](std::uint64_t a, std::uint64_t b) {
+      return dt > 0 ? static_cast<double>(a - b) / dt : 0.0;
+    };
+    std::uint64_t by_state[3] = {0, 0, 0};
+    for (kb::BlockState s : sim.states()) ++by_state[static_cast<int>(s)];
+    Json cold = Json::object();
+    Json cold_in_use = Json::object();
+    std::uint64_t hot = 0;
+    std::uint64_t in_use = 0;
+    for (std::size_t i = 0; i < o.cold_ages.size(); ++i) {
+      const auto age = static_cast<TimeNs>(o.cold_ages[i] * 1e9);
+      const kb::ColdBytes cb =
+          kb::cold_bytes(sim.truth(), sim.states(), layout, now, age, o.no_populate);
+      const std::string key = fmt::format("{:g}", o.cold_ages[i]);
+      cold[key] = cb.cold;
+      cold_in_use[key] = cb.cold_in_use;
+      if (i == 0) {
+        hot = cb.resident - cb.cold;
+        in_use = cb.in_use;
+      }
+    }
+    const double busy_s = static_cast<double>(busy_ns - last_busy_ns) / 1e9;
+    const std::uint64_t steps = c.steps - last.steps;
+    out.stats(Json{{"event", "stats"},
+                   {"t_s", static_cast<double>(now - start) / 1e9},
+                   {"time_ns", now},
+                   {"trace_s", static_cast<double>(now - start) / 1e9 / o.time_scale},
+                   {"steps", c.steps},
+                   {"steps_per_s", rate(c.steps, last.steps)},
+                   {"read_bytes_per_s", rate(c.read_bytes, last.read_bytes)},
+                   {"loaded_bytes_per_s", rate(c.loaded_bytes, last.loaded_bytes)},
+                   {"written_bytes_per_s", rate(c.written_bytes, last.written_bytes)},
+                   {"tokens_per_s", rate(c.tokens_decoded, last.tokens_decoded)},
+                   {"running", sim.running()},
+                   {"waiting", sim.waiting()},
+                   {"arrived", c.arrived},
+                   {"admitted", c.admitted},
+                   {"finished", c.finished},
+                   {"rejected", c.rejected},
+                   {"hit_blocks", c.hit_blocks},
+                   {"miss_blocks", c.miss_blocks},
+                   {"evicted_blocks", c.evicted_blocks},
+                   {"free_blocks", by_state[static_cast<int>(kb::BlockState::kFree)]},
+                   {"active_blocks", by_state[static_cast<int>(kb::BlockState::kActive)]},
+                   {"cached_blocks", by_state[static_cast<int>(kb::BlockState::kCached)]},
+                   {"pool_bytes", layout.total_bytes()},
+                   {"step_work_ms", steps > 0 ? busy_s * 1e3 / static_cast<double>(steps) : 0.0},
+                   {"busy_frac", dt > 0 ? busy_s / dt : 0.0},
+                   {"in_use_bytes", in_use},
+                   {"hot_bytes", hot},
+                   {"cold_bytes", cold},
+                   {"cold_in_use_bytes", cold_in_use},
+                   {"corrupted_bytes", c.corrupted_bytes}});
+    last = c;
+    last_stats = now;
+    last_busy_ns = busy_ns;
+  };
+
+  while (g_stop == 0) {
+    TimeNs now = mono_now();
+    if (end != 0 && now >= end) break;
+    if (g_dump_truth != 0) {
+      g_dump_truth = 0;
+      write_truth(now);
+    }
+    if (o.inject_after && !injected && sim.counters().steps >= *o.inject_after) {
+      if (auto c = sim.inject_corruption()) {
+        injected = true;
+        Output::event(corruption_json(*c, "injected"));
+      }
+    }
+    const bool stepped = sim.advance(now);
+    report_corruptions(sim);
+    const TimeNs after = mono_now();
+    if (stepped) busy_ns += after - now;
+    const TimeNs step_began = now;
+    now = after;
+    if (now >= next_stats) {
+      stats_line(now);
+      next_stats = std::max(next_stats + interval, now);
+    }
+    if (stepped) {
+      const TimeNs took = mono_now() - step_began;
+      if (took < min_step) sleep_ns(min_step - took);
+      continue;
+    }
+    if (sim.done()) break;
+    // Idle: sleep until the next arrival, the next stats line or the end, at most 100 ms so
+    // signals are served promptly.
+    TimeNs wake = std::min<TimeNs>(next_stats, now + 100'000'000ULL);
+    if (auto a = sim.next_arrival()) wake = std::min(wake, *a);
+    if (end != 0) wake = std::min(wake, end);
+    if (wake > now) sleep_ns(wake - now);
+  }
+
+  const TimeNs stop = mono_now();
+  // A last line for the part since the previous one, unless it is too short to give rates.
+  if (stop - last_stats >= interval / 4) stats_line(stop);
+  write_truth(stop);
+  sim.verify_all();
+  report_corruptions(sim);
+  const kb::SimCounters& c = sim.counters();
+  const double secs = static_cast<double>(stop - start) / 1e9;
+  const bool corrupt = c.corrupted_bytes > 0;
+  Output::event(
+      Json{{"event", "end"},
+           {"duration_s", secs},
+           {"steps", c.steps},
+           {"steps_per_s", secs > 0 ? static_cast<double>(c.steps) / secs : 0.0},
+           {"step_work_ms",
+            c.steps > 0 ? static_cast<double>(busy_ns) / 1e6 / static_cast<double>(c.steps) : 0.0},
+           {"read_bytes", c.read_bytes},
+           {"read_bytes_per_s", secs > 0 ? static_cast<double>(c.read_bytes) / secs : 0.0},
+           {"loaded_bytes", c.loaded_bytes},
+           {"written_bytes", c.written_bytes},
+           {"verified_bytes", c.verified_bytes},
+           {"tokens", c.tokens_decoded},
+           {"arrived", c.arrived},
+           {"admitted", c.admitted},
+           {"finished", c.finished},
+           {"rejected", c.rejected},
+           {"hit_blocks", c.hit_blocks},
+           {"miss_blocks", c.miss_blocks},
+           {"evicted_blocks", c.evicted_blocks},
+           {"corrupted_bytes", c.corrupted_bytes},
+           {"result", corrupt ? "corrupt" : "ok"}});
+  if (corrupt) {
+    std::cerr << fmt::format("kvsim: FAILED: {} corrupted bytes found (see corruption events)\n",
+                             c.corrupted_bytes);
+    return kExitCorrupt;
+  }
+  return kExitOk;
+}
+
+int parse_and_run(int argc, char** argv) {
+  CLI::App app{"kvsim: a paged KV-cache workload simulator driven by LLM serving traces"};
+  Options o;
+  app.add_option("--trace", o.trace, "Request trace: Mooncake .jsonl or Azure .csv")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--trace-format", o.trace_format, "mooncake|azure (default: by extension)")
+      ->check(CLI::IsMember({"mooncake", "azure"}));
+  app.add_option("--preset", o.preset, "Model: llama3-8b|llama3-70b")->capture_default_str();
+  app.add_option("--layers", o.layers, "Override the model's layer count");
+  app.add_option("--kv-heads", o.kv_heads, "Override the model's KV heads");
+  app.add_option("--head-dim", o.head_dim, "Override the model's head dimension");
+  app.add_option("--dtype", o.dtype, "Override the KV dtype: fp16|bf16|fp8|fp32");
+  app.add_option("--kv-budget", o.budget, "Memory for the KV pool, e.g. 256MiB, 1GiB")
+      ->capture_default_str();
+  app.add_option("--capacity-tokens", o.capacity_tokens,
+                 "KV capacity of the modelled server in real tokens; scaled to fit the budget")
+      ->capture_default_str();
+  app.add_option("--layer-scale", o.layer_scale, "Force: real layers per simulated layer");
+  app.add_option("--token-scale", o.token_scale,
+                 "Force: real tokens per simulated token (1,2,4,8,16,32)");
+  app.add_option("--time-scale", o.time_scale,
+                 "Wall seconds per trace second (0.05 plays an hour in 3 minutes)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--duration", o.duration_s, "Stop after S seconds (0: when the trace ends)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--loop", o.loop, "Replay the trace when it ends");
+  app.add_option("--max-batch", o.max_batch, "Running sequences at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 100000U));
+  app.add_option("--seed", o.seed, "Pattern seed")->capture_default_str();
+  app.add_option("--lines-per-page", o.lines_per_page,
+                 "64-byte lines checked per 4 KiB page on each read (64: every byte)")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 64U));
+  app.add_flag("--hugepages", o.hugepages, "madvise(MADV_HUGEPAGE) the pool");
+  app.add_flag("--no-populate", o.no_populate, "Do not fault the pool in at start");
+  app.add_option("--decode-ms", o.decode_ms,
+                 "Trace time of one real decode iteration; a simulated step is paced to "
+                 "decode-ms x token-scale x time-scale of wall time (0: flat out)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--step-ms", o.step_ms,
+                 "Minimum wall time of a decode step, instead of the one --decode-ms gives "
+                 "(0: flat out)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--truth", o.truth,
+                 "Write per-block ground truth here at the end and on SIGUSR1 (.csv or JSON)");
+  app.add_option("--stats", o.stats, "Write stats lines here instead of stdout");
+  app.add_option("--stats-interval", o.stats_interval_s, "Seconds between stats lines")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cold-ages", o.cold_ages, "Ages (s) for the cold_bytes figures")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--inject-corruption", o.inject_after,
+                 "Fault injection: flip one byte of a block in use after N decode steps "
+                 "(the run must then fail with status 3)");
+  app.footer("Exit status: 0 success, 1 error, 2 bad usage, 3 corrupted KV data found.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  return run(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return parse_and_run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "kvsim: " << e.what() << '\n';
+    return kExitFailed;
+  }
+}
