@@ -339,9 +339,8 @@ std::string Controller::summary() const {
                      deps_.mover ? "" : ", observe-only");
 }
 
-json Controller::targets_json() const {
+json Controller::targets_json(TimeNs now) const {
   json out = json::array();
-  const TimeNs now = monotonic_now();
   for (const auto& [pid, t] : targets_) {
     json nodes = json::object();
     for (const auto& [node, bytes] : t.bytes_per_node) nodes[node_key(node)] = bytes;
@@ -387,7 +386,7 @@ json Controller::describe(bool full) const {
              {"observe_reason", deps_.observe_reason},
              {"budget_bytes", bucket_.available()},
              {"steps", steps_},
-             {"targets", targets_json()},
+             {"targets", targets_json(monotonic_now())},
              {"last_plan", plan},
              {"moved_pages_total", moved_total_.moved},
              {"moved_bytes_total", moved_total_.bytes_moved}};
@@ -505,8 +504,9 @@ Result<json> Controller::heatmap(Pid pid, std::size_t bins, TimeNs now) const {
 }
 
 void Controller::register_commands(Daemon& daemon) {
-  daemon.register_command(
-      "targets", [this](const json&, const PeerCred&) -> Result<json> { return targets_json(); });
+  daemon.register_command("targets", [this](const json&, const PeerCred&) -> Result<json> {
+    return targets_json(monotonic_now());
+  });
   auto pid_of = [](const json& args) -> Result<Pid> {
     if (!args.is_object() || !args.contains("pid") || !args["pid"].is_number_integer()) {
       return fail("missing integer argument 'pid'");

@@ -56,7 +56,8 @@ class Controller {
 
   [[nodiscard]] nlohmann::json describe(bool full) const;
   [[nodiscard]] std::string summary() const;
-  [[nodiscard]] nlohmann::json targets_json() const;
+  // Per target: residency, hot and idle bytes as of `now`, moves.
+  [[nodiscard]] nlohmann::json targets_json(TimeNs now) const;
   // Why each range of `pid` sits where it is: coalesced runs with node, heat,
   // idle time and the rule that keeps or moves it.
   [[nodiscard]] Result<nlohmann::json> explain(Pid pid, TimeNs now) const;
