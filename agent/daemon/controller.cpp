@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "agent/procfs.hpp"
 #include "agent/topology_reader.hpp"
@@ -81,14 +82,34 @@ void Controller::apply_config(policy::CompiledConfig config) {
   config_ = std::move(config);
   bucket_ = policy::TokenBucket(config_.config.limits.migrate_rate,
                                 config_.config.limits.migrate_burst, 0);
-  // Group indexes may have changed: re-match at the next step, keeping heat
-  // only where the group (and so the half-life) is unchanged.
-  for (auto& [pid, t] : targets_) t.group = static_cast<std::size_t>(-1);
+  // Re-match now rather than at the next step: until then `status`, `targets`
+  // and `explain` index the new config's groups with each target's group.
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    Target& t = it->second;
+    auto info = read_process(deps_.paths, t.pid);
+    const auto group = info ? config_.group_of(*info) : std::nullopt;
+    if (!group) {
+      spdlog::info("target {} ({}) is no longer selected", t.pid, t.comm);
+      it = targets_.erase(it);
+      targets_changed_ = true;
+      continue;
+    }
+    t.group = *group;
+    // Heat is the process's, whatever its group; only a table whose decay no
+    // longer matches the group's half-life starts again (tracked next step).
+    const auto params = heat_params(*group);
+    if (t.heat->decay().half_life() != params.half_life) {
+      t.heat = std::make_unique<policy::HeatTable>(params);
+      t.vmas.clear();
+      t.history.clear();
+    }
+    ++it;
+  }
 }
 
 Result<void> Controller::discover(TimeNs now) {
   std::set<Pid> seen;
-  bool changed = false;
+  bool changed = std::exchange(targets_changed_, false);
   for (Pid pid : list_pids(deps_.paths)) {
     if (pid == deps_.self) continue;
     auto info = read_process(deps_.paths, pid);

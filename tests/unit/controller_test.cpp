@@ -63,6 +63,12 @@ policy::CompiledConfig compile(std::string_view text) {
   return std::move(*cc);
 }
 
+std::string with_selector(std::string_view comm_regex) {
+  std::string text(kConfig);
+  text.replace(text.find("^vllm"), 5, comm_regex);
+  return text;
+}
+
 // Which node each page of each process is on; the query reads it, the mover writes it.
 struct FakeMemory {
   std::map<Pid, std::map<std::uint64_t, int>> node_of_page;
@@ -354,6 +360,50 @@ TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
   EXPECT_THAT(ex.error().message, HasSubstr("is not a target"));
   loop.steps_until(kT0 + 20 * kSec, kT0 + 4 * kSec);
   EXPECT_TRUE(loop.mover->calls.empty());
+}
+
+TEST(Controller, ApplyConfigWithANewSelectorRematches) {
+  Loop loop;
+  loop.steps_until(kT0 + 2 * kSec);
+  loop.ctl->apply_config(compile(with_selector("^bash")));
+  // Between the reload and the next step the old target is already gone.
+  EXPECT_EQ(loop.ctl->target_count(), 0U);
+  EXPECT_TRUE(loop.ctl->targets_json(kT0 + 2 * kSec).empty());
+  loop.step(kT0 + 3 * kSec);
+  const auto targets = loop.ctl->targets_json(kT0 + 3 * kSec);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["pid"], kShell);
+  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kShell});
+}
+
+TEST(Controller, ApplyConfigKeepsTheHeatOfTargetsThatStay) {
+  Loop loop;
+  loop.steps_until(kT0 + 5 * kSec);
+  // Same selector, a renamed group and a longer interval: the heat (and the
+  // idle time of the cold part) survive the reload.
+  std::string text(kConfig);
+  text.replace(text.find("\"inference\""), 11, "\"inference2\"");
+  text.replace(text.find("\"1s\""), 4, "\"2s\"");
+  loop.ctl->apply_config(compile(text));
+  const auto targets = loop.ctl->targets_json(kT0 + 5 * kSec);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["group"], "inference2");
+  EXPECT_EQ(targets[0]["tracked_bytes"], 4 * kMiB);
+  loop.steps_until(kT0 + 10 * kSec, kT0 + 6 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U) << "cold since t0, not since the reload";
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+}
+
+TEST(Controller, ApplyConfigWithAnotherHalfLifeStartsTheHeatAfresh) {
+  Loop loop;
+  loop.steps_until(kT0 + 5 * kSec);
+  std::string text(kConfig);
+  text.replace(text.find("half_life = \"2s\""), 16, "half_life = \"4s\"");
+  loop.ctl->apply_config(compile(text));
+  loop.steps_until(kT0 + 15 * kSec, kT0 + 6 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "idle counts from the first step after the reload";
+  loop.step(kT0 + 16 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
 }
 
 TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
