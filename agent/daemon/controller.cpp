@@ -50,6 +50,12 @@ std::vector<AddrRange> subtract(const std::vector<AddrRange>& old_ranges,
   return out;
 }
 
+// Whether `addr` lies in one of `vmas` (sorted, disjoint).
+bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
+  auto it = std::ranges::upper_bound(vmas, addr, {}, &AddrRange::start);
+  return it != vmas.begin() && std::prev(it)->contains(addr);
+}
+
 }  // namespace
 
 Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeNs now)
@@ -264,18 +270,29 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
       source_error_ = ok.error().message;
       spdlog::warn("source {}: {}", deps_.source->name(), ok.error().message);
     }
+    // Only what falls in tracked mappings counts: DAMON's regions span the
+    // gaps between mappings and samples land on stacks and files, and heat
+    // there would be tracked (and shown) but could never be moved.
     std::uint64_t used = 0;
     for (const auto& s : batch.samples) {
       auto it = targets_.find(s.pid);
-      if (it == targets_.end()) continue;
+      if (it == targets_.end() || !in_tracked(it->second.vmas, s.addr)) continue;
       it->second.heat->add(s);
       ++used;
     }
     for (const auto& r : batch.regions) {
       auto it = targets_.find(r.pid);
       if (it == targets_.end()) continue;
-      it->second.heat->add(r);
-      ++used;
+      bool any = false;
+      for (const auto& v : it->second.vmas) {
+        if (v.end <= r.range.start) continue;
+        if (v.start >= r.range.end) break;
+        RegionAccess part = r;
+        part.range = {std::max(v.start, r.range.start), std::min(v.end, r.range.end)};
+        it->second.heat->add(part);
+        any = true;
+      }
+      if (any) ++used;
     }
     telemetry.record_source_batch(deps_.source->name(), batch.samples.size(), batch.regions.size());
     spdlog::debug("step {}: {} samples, {} regions, {} for targets", steps_, batch.samples.size(),

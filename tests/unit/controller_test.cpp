@@ -463,6 +463,35 @@ TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
   EXPECT_FALSE(loop.ctl->heatmap(kShell, 4, kT0 + 7 * kSec));
 }
 
+TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
+  // A DAMON-like source: regions cover the gaps between mappings (and the
+  // stack); only the pool is tracked, and the cold region still goes.
+  auto regions = [](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) {
+      out.regions.push_back(RegionAccess{
+          .pid = pid, .range = {kPool - 64 * kMiB, kHot.end}, .nr_accesses = 20, .time = now});
+      out.regions.push_back(RegionAccess{
+          .pid = pid, .range = {kWarm.start, 0x7ffd1c021000}, .nr_accesses = 0, .time = now});
+      out.samples.push_back(AccessSample{.pid = pid, .addr = 0x7ffd1c000000, .time = now});
+    }
+  };
+  for (const char* name : {"damon", "faults"}) {
+    SCOPED_TRACE(name);
+    Loop loop(regions, true, name);
+    loop.steps_until(kT0 + 10 * kSec);
+    const auto t = loop.ctl->targets_json(kT0 + 10 * kSec)[0];
+    EXPECT_EQ(t["tracked_bytes"], 4 * kMiB) << t.dump();
+    ASSERT_EQ(loop.mover->calls.size(), 1U);
+    EXPECT_EQ(loop.mover->calls[0].ranges, (std::vector<AddrRange>{{kWarm.start, kCold.end}}));
+    auto ex = loop.ctl->explain(kServer, kT0 + 10 * kSec);
+    ASSERT_TRUE(ex);
+    for (const auto& run : (*ex)["ranges"]) {
+      EXPECT_GE(run["start"].get<std::uint64_t>(), kPool) << run.dump();
+      EXPECT_LE(run["end"].get<std::uint64_t>(), kCold.end) << run.dump();
+    }
+  }
+}
+
 TEST(Controller, ShutdownStopsTheSourceOnce) {
   Loop loop;
   loop.step(kT0);
