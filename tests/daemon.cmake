@@ -14,3 +14,9 @@ add_dependencies(privileged_daemon kvtierd kvtierctl)
 add_executable(kvtier_page_nodes vm/page_nodes.cpp)
 target_link_libraries(kvtier_page_nodes PRIVATE agent_movers kvtier_warnings)
 kvtier_vm_test(daemon_demotes daemon_demotes.sh)
+
+# The control loop, step by step over a fixture /proc + /sys tree, with a
+# scripted source, a scripted page-node query and a recording mover.
+kvtier_gtest(unit_controller unit
+  SOURCES unit/controller_test.cpp
+  LIBS agent_controller)
