@@ -10,3 +10,6 @@ target_compile_definitions(unit_kvsim PRIVATE
   KVTIER_KVSIM_BIN="$<TARGET_FILE:kvsim>"
   KVTIER_SHARED_TRACES="${PROJECT_SOURCE_DIR}/../shared/traces")
 kvtier_vm_test(kvsim_guest kvsim_guest.sh)
+
+# The benchmark harness: the residency probe's parsers (C++) and report.py's metrics (python).
+kvtier_gtest(unit_bench_probe unit SOURCES unit/bench_probe_test.cpp LIBS bench_probe_core)
