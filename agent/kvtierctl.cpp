@@ -1,7 +1,7 @@
 // kvtierctl: the operator's command-line tool.
 //
 // Exit codes: 0 success, 1 the command failed (the message says why),
-// 2 bad usage (unknown command or flag).
+// 2 bad usage (unknown command or flag), 3 kvtierd not reachable.
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -25,10 +25,14 @@ int run(int argc, char** argv) {
   app.add_option("--socket", g.socket, "The daemon's control socket")
       ->option_text("PATH")
       ->default_str("/run/kvtier/kvtierd.sock");
-  app.footer("Exit status: 0 success, 1 the command failed, 2 bad usage.");
+  app.footer("Exit status: 0 success, 1 the command failed, 2 bad usage, 3 kvtierd not reachable.");
 
   // Explicit registration, one line per command.
   ctl::add_nodes_command(app, g);
+  ctl::add_config_command(app, g);
+  ctl::add_daemon_commands(app, g);
+  ctl::add_kv_size_command(app, g);
+  ctl::add_sources_command(app, g);
 
   try {
     app.parse(argc, argv);

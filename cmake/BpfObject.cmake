@@ -33,9 +33,10 @@ function(bpf_object name src)
     COMMAND ${BPF_CLANG} -g -O2 -Wall -Werror -target bpf
             -D__TARGET_ARCH_${BPF_TARGET_ARCH}
             -I${BPF_VMLINUX_DIR} -I${CMAKE_SOURCE_DIR}/bpf
+            -MD -MF ${obj}.d
             -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
     DEPENDS ${src} ${CMAKE_SOURCE_DIR}/bpf/kvtier_abi.h
-    IMPLICIT_DEPENDS C ${CMAKE_CURRENT_SOURCE_DIR}/${src}
+    DEPFILE ${obj}.d
     COMMENT "BPF ${name}"
     VERBATIM)
   add_custom_command(

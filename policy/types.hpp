@@ -78,6 +78,8 @@ struct Plan {
   std::vector<PlannedMove> moves;
   std::uint64_t demote_bytes = 0;
   std::uint64_t promote_bytes = 0;
+  // What the planner could not do and why (a limit not met, budget exhausted), one line each.
+  std::vector<std::string> notes;
 };
 
 // What a mover did with the pages it was asked to move, per kernel status.
@@ -94,6 +96,8 @@ struct MoveStats {
   std::uint64_t other = 0;          // any other errno
   std::uint64_t bytes_moved = 0;
   int last_errno = 0;
+  std::uint64_t calls = 0;         // move_pages calls made (queries included)
+  std::uint64_t throttled_ns = 0;  // time spent waiting for the migration budget
 
   MoveStats& operator+=(const MoveStats& o);
 };
@@ -110,6 +114,8 @@ inline MoveStats& MoveStats::operator+=(const MoveStats& o) {
   permission += o.permission;
   other += o.other;
   bytes_moved += o.bytes_moved;
+  calls += o.calls;
+  throttled_ns += o.throttled_ns;
   if (o.last_errno != 0) last_errno = o.last_errno;
   return *this;
 }

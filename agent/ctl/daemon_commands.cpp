@@ -1,0 +1,139 @@
+// kvtierctl commands answered by the running daemon over its control socket.
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "agent/ctl/command.hpp"
+#include "agent/daemon/control_client.hpp"
+
+namespace kvtier::agent::ctl {
+namespace {
+
+using nlohmann::json;
+
+// Calls `command` and hands the result to `print`; sets the exit code on failure.
+void ask(Globals& g, const std::string& name, const std::string& command,
+         const std::function<void(const json&)>& print) {
+  auto client = ControlClient::connect(g.socket_path());
+  if (!client) {
+    std::cerr << "kvtierctl " << name << ": " << client.error().message << '\n';
+    g.exit_code = kExitNoDaemon;
+    return;
+  }
+  auto result = client->call(command);
+  if (!result) {
+    std::cerr << "kvtierctl " << name << ": " << result.error().message << '\n';
+    g.exit_code =
+        result.error().message.starts_with("permission denied") ? kExitNoDaemon : kExitFailed;
+    return;
+  }
+  print(*result);
+}
+
+std::string duration_text(double seconds) {
+  auto s = static_cast<std::uint64_t>(seconds);
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+  return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
+}
+
+template <class T>
+T get_or(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+void print_status(const json& st) {
+  const bool paused = get_or(st, "paused", false);
+  fmt::print("kvtierd {} (pid {}), up {}, {}\n", get_or<std::string>(st, "version", "?"),
+             get_or(st, "pid", 0), duration_text(get_or(st, "uptime_seconds", 0.0)),
+             paused ? "PAUSED: no pages move until `kvtierctl resume`" : "active");
+  const json loop = st.value("loop", json::object());
+  if (get_or(loop, "observe_only", false)) {
+    fmt::print("  {:<11} observe-only (no demotion target node on this host)\n", "mode");
+  }
+  fmt::print("  {:<11} {} ({} failed), every {} ms, last took {:.2f} ms\n", "steps",
+             get_or<std::uint64_t>(st, "steps", 0), get_or<std::uint64_t>(st, "step_errors", 0),
+             get_or(st, "interval_ms", 0), get_or(st, "last_step_ms", 0.0));
+  if (auto err = get_or<std::string>(st, "last_step_error", ""); !err.empty()) {
+    fmt::print("  {:<11} {}\n", "last error", err);
+  }
+  fmt::print("  {:<11} {} ({} rejected)\n", "reloads", get_or<std::uint64_t>(st, "reloads", 0),
+             get_or<std::uint64_t>(st, "reloads_rejected", 0));
+  for (const auto& e : st.value("last_reload_errors", json::array())) {
+    if (e.is_string()) fmt::print("  {:<11} {}\n", "rejected", e.get<std::string>());
+  }
+  fmt::print("  {:<11} {}\n", "socket", get_or<std::string>(st, "socket", "?"));
+  const json prom = st.value("prometheus", json::object());
+  if (get_or(prom, "enabled", false)) {
+    fmt::print("  {:<11} http://{}/metrics (port {})\n", "prometheus",
+               get_or<std::string>(prom, "listen", "?"), get_or(prom, "port", 0));
+  } else {
+    fmt::print("  {:<11} off\n", "prometheus");
+  }
+}
+
+}  // namespace
+
+void add_daemon_commands(CLI::App& app, Globals& g) {
+  {
+    auto json_out = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("status",
+                                   "Show whether kvtierd runs, its mode, steps, reloads "
+                                   "and endpoints");
+    cmd->add_flag("--json", *json_out, "Print the daemon's answer as JSON");
+    cmd->callback([&g, json_out] {
+      ask(g, "status", "status", [&](const json& st) {
+        if (*json_out) {
+          std::cout << st.dump(2) << '\n';
+        } else {
+          print_status(st);
+        }
+      });
+    });
+  }
+  {
+    auto compact = std::make_shared<bool>(false);
+    auto json_flag = std::make_shared<bool>(true);
+    auto* cmd = app.add_subcommand(
+        "dump",
+        "Print everything kvtierd knows as JSON (status, settings, telemetry, the loop's "
+        "state), for scripts");
+    // JSON is the only format; --json is accepted so scripts can say what they expect.
+    cmd->add_flag("--json", *json_flag, "Print JSON (the default and only format)");
+    cmd->add_flag("--compact", *compact, "One line instead of indented JSON");
+    cmd->callback([&g, compact] {
+      ask(g, "dump", "dump",
+          [&](const json& d) { std::cout << (*compact ? d.dump() : d.dump(2)) << '\n'; });
+    });
+  }
+  for (const bool pause : {true, false}) {
+    const std::string name = pause ? "pause" : "resume";
+    auto* cmd = app.add_subcommand(
+        name, pause ? "Stop moving pages (heat is still measured) until `kvtierctl resume`"
+                    : "Move pages again after `kvtierctl pause`");
+    cmd->callback([&g, name, pause] {
+      ask(g, name, name, [&](const json& r) {
+        const bool changed = get_or(r, "changed", false);
+        if (pause) {
+          fmt::print("{}\n",
+                     changed ? "paused: no pages move until `kvtierctl resume`" : "already paused");
+        } else {
+          fmt::print("{}\n", changed ? "resumed: pages move again" : "not paused");
+        }
+      });
+    });
+  }
+}
+
+}  // namespace kvtier::agent::ctl

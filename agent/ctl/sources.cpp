@@ -1,0 +1,60 @@
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "agent/ctl/command.hpp"
+#include "agent/sources/migration_counter.hpp"
+#include "agent/sources/process_watcher.hpp"
+#include "agent/sources/source_registry.hpp"
+
+namespace kvtier::agent::ctl {
+
+void add_sources_command(CLI::App& app, Globals& g) {
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "sources",
+      "List the hotness sources (PMU, DAMON, faults, ...): whether each can run on this host and "
+      "why not, and which one kvtierd would pick");
+  cmd->add_flag("--json", *json, "Print JSON instead of a table");
+  cmd->callback([&g, json] {
+    const HostPaths paths = g.paths();
+    SourceRegistry reg;
+    register_builtin_sources(reg, paths, SourceOptions{});
+    const auto reports = probe_sources(reg);
+    auto choice = select_source(reg, {}, "");
+    const std::string chosen = choice ? std::string(choice->source->name()) : std::string();
+    const std::string reason = choice ? choice->reason : choice.error().message;
+    const Availability procs = ProcessWatcher(paths).probe();
+    const Availability migrate = MigrationCounter(paths).probe();
+
+    if (*json) {
+      nlohmann::json j;
+      j["sources"] = nlohmann::json::array();
+      for (const auto& r : reports) {
+        j["sources"].push_back({{"name", r.name},
+                                {"summary", r.summary},
+                                {"available", r.availability.ok},
+                                {"why", r.availability.why}});
+      }
+      j["chosen"] = chosen.empty() ? nlohmann::json(nullptr) : nlohmann::json(chosen);
+      j["reason"] = reason;
+      j["process_watcher"] = {{"available", procs.ok}, {"why", procs.why}};
+      j["migration_counter"] = {{"available", migrate.ok}, {"why", migrate.why}};
+      std::cout << j.dump(2) << '\n';
+    } else {
+      std::cout << fmt::format("{:<10} {:<10} {}\n", "SOURCE", "AVAILABLE", "WHY");
+      for (const auto& r : reports) {
+        std::cout << fmt::format("{:<10} {:<10} {}\n", r.name, r.availability.ok ? "yes" : "no",
+                                 r.availability.why);
+      }
+      std::cout << fmt::format("\nprocess watcher: {}\nmigration counter: {}\n", procs.why,
+                               migrate.why);
+      std::cout << fmt::format("kvtierd would use {}\n", reason);
+    }
+    if (!choice) g.exit_code = kExitFailed;
+  });
+}
+
+}  // namespace kvtier::agent::ctl

@@ -1,0 +1,393 @@
+#include "agent/daemon/control_server.hpp"
+
+#include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+namespace kvtier::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kListenBacklog = 16;
+// Read at most this much per readiness event, so one busy client cannot
+// starve the control loop's timer.
+constexpr std::size_t kMaxReadPerEvent = 256 * 1024;
+constexpr std::size_t kReplyHighWater = 1 << 20;
+
+Result<sockaddr_un> unix_address(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string& s = path.native();
+  if (s.empty() || s.size() >= sizeof addr.sun_path) {
+    return fail(fmt::format("socket path {} is empty or longer than {} bytes", s,
+                            sizeof addr.sun_path - 1));
+  }
+  std::memcpy(addr.sun_path, s.c_str(), s.size() + 1);
+  return addr;
+}
+
+// True when something accepts connections on `path` (a running daemon).
+bool someone_listens(const sockaddr_un& addr) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+Result<PeerCred> peer_credentials(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    const int err = errno;
+    return fail(fmt::format("SO_PEERCRED: {}", errno_text(err)), err);
+  }
+  PeerCred peer{.pid = cred.pid, .uid = cred.uid, .gid = cred.gid};
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      return peer;
+    }
+    if (errno != ERANGE) {
+      const int err = errno;
+      return fail(fmt::format("SO_PEERGROUPS: {}", errno_text(err)), err);
+    }
+    groups.resize(len / sizeof(gid_t) + 1);
+  }
+  return fail("SO_PEERGROUPS: group list kept growing");
+}
+
+}  // namespace
+
+Result<void> check_peer(const PeerCred& peer, uid_t daemon_uid, gid_t socket_gid,
+                        const std::string& group_name) {
+  if (peer.uid == 0 || peer.uid == daemon_uid) return {};
+  if (peer.gid == socket_gid ||
+      std::find(peer.groups.begin(), peer.groups.end(), socket_gid) != peer.groups.end()) {
+    return {};
+  }
+  return fail(fmt::format(
+      "permission denied: uid {} (pid {}) is not root, kvtierd's user or a member of group {}",
+      peer.uid, peer.pid, group_name));
+}
+
+Result<uid_t> lookup_user(const std::string& name) {
+  std::array<char, 4096> buf{};
+  passwd pw{};
+  passwd* found = nullptr;
+  const int rc = getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0) return fail(fmt::format("looking up user {}: {}", name, errno_text(rc)), rc);
+  if (found == nullptr) return fail(fmt::format("no such user: {}", name), ENOENT);
+  return pw.pw_uid;
+}
+
+Result<gid_t> lookup_group(const std::string& name) {
+  std::array<char, 16384> buf{};
+  group gr{};
+  group* found = nullptr;
+  const int rc = getgrnam_r(name.c_str(), &gr, buf.data(), buf.size(), &found);
+  if (rc != 0) return fail(fmt::format("looking up group {}: {}", name, errno_text(rc)), rc);
+  if (found == nullptr) return fail(fmt::format("no such group: {}", name), ENOENT);
+  return gr.gr_gid;
+}
+
+std::string group_name(gid_t gid) {
+  std::array<char, 16384> buf{};
+  group gr{};
+  group* found = nullptr;
+  if (getgrgid_r(gid, &gr, buf.data(), buf.size(), &found) == 0 && found != nullptr) {
+    return gr.gr_name;
+  }
+  return fmt::format("{}", gid);
+}
+
+Result<std::unique_ptr<ControlServer>> ControlServer::open(EventLoop& loop,
+                                                           ControlSocketOptions opts) {
+  if ((opts.mode & ~0777U) != 0) {
+    return fail(fmt::format("socket mode {:o} has bits outside 0777", opts.mode));
+  }
+  std::unique_ptr<ControlServer> srv(new ControlServer(loop, std::move(opts)));
+  const auto& path = srv->opts_.path;
+  auto addr = unix_address(path);
+  if (!addr) return std::unexpected(addr.error());
+
+  uid_t owner = static_cast<uid_t>(-1);
+  srv->daemon_uid_ = geteuid();
+  srv->socket_gid_ = getegid();
+  if (!srv->opts_.owner.empty()) {
+    auto uid = lookup_user(srv->opts_.owner);
+    if (!uid) return fail("control socket owner: " + uid.error().message, uid.error().code);
+    owner = *uid;
+  }
+  if (!srv->opts_.group.empty()) {
+    auto gid = lookup_group(srv->opts_.group);
+    if (!gid) return fail("control socket group: " + gid.error().message, gid.error().code);
+    srv->socket_gid_ = *gid;
+  }
+  srv->socket_group_name_ = group_name(srv->socket_gid_);
+
+  std::error_code ec;
+  const auto dir = path.parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return fail(
+          fmt::format("cannot create {} for the control socket: {}", dir.string(), ec.message()),
+          ec.value());
+    }
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return fail(fmt::format(
+          "{} exists and is not a socket; remove it or choose another socket path", path.string()));
+    }
+    if (someone_listens(*addr)) {
+      return fail(fmt::format("{} is in use: another kvtierd is running", path.string()),
+                  EADDRINUSE);
+    }
+    unlink(path.c_str());  // stale, left by a daemon that was killed
+  }
+
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    const int err = errno;
+    return fail(fmt::format("socket(AF_UNIX): {}", errno_text(err)), err);
+  }
+  srv->listen_fd_ = fd;
+  // Linux creates the socket file with the socket inode's mode (minus umask):
+  // owner-only from the start, widened only after owner and group are set.
+  fchmod(fd, 0600);
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+    const int err = errno;
+    return fail(fmt::format("cannot bind control socket {}: {}", path.string(), errno_text(err)),
+                err);
+  }
+  if (stat(path.c_str(), &st) == 0) {
+    srv->dev_ = st.st_dev;
+    srv->ino_ = st.st_ino;
+  }
+  if (chown(path.c_str(), owner, srv->socket_gid_) != 0) {
+    const int err = errno;
+    return fail(fmt::format("cannot chown control socket {} to group {}: {}", path.string(),
+                            srv->socket_group_name_, errno_text(err)),
+                err);
+  }
+  if (chmod(path.c_str(), srv->opts_.mode) != 0) {
+    const int err = errno;
+    return fail(fmt::format("cannot chmod control socket {} to {:o}: {}", path.string(),
+                            srv->opts_.mode, errno_text(err)),
+                err);
+  }
+  if (listen(fd, kListenBacklog) != 0) {
+    const int err = errno;
+    return fail(fmt::format("listen on {}: {}", path.string(), errno_text(err)), err);
+  }
+  ControlServer* self = srv.get();
+  if (auto added = loop.add_fd(fd, EPOLLIN, [self](std::uint32_t) { self->on_accept(); }); !added) {
+    return std::unexpected(added.error());
+  }
+  srv->register_command("help", [self](const json&, const PeerCred&) -> Result<json> {
+    json names = json::array();
+    for (const auto& [name, _] : self->commands_) names.push_back(name);
+    return json{{"commands", names}};
+  });
+  spdlog::info("control socket {} (mode {:04o}, group {})", path.string(), srv->opts_.mode,
+               srv->socket_group_name_);
+  return srv;
+}
+
+ControlServer::~ControlServer() {
+  while (!clients_.empty()) close_client(clients_.begin()->first);
+  if (listen_fd_ >= 0) {
+    loop_.remove_fd(listen_fd_);
+    close(listen_fd_);
+    // Only remove the file if it is still the one we bound: a second daemon
+    // started by mistake must not delete the running one's socket.
+    struct stat st {};
+    if (ino_ != 0 && lstat(opts_.path.c_str(), &st) == 0 && st.st_dev == dev_ &&
+        st.st_ino == ino_) {
+      unlink(opts_.path.c_str());
+    }
+  }
+}
+
+void ControlServer::register_command(const std::string& name, Handler handler) {
+  commands_[name] = std::move(handler);
+}
+
+void ControlServer::on_accept() {
+  while (true) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EINTR || err == ECONNABORTED) return;
+      spdlog::warn("control socket: accept: {}", errno_text(err));
+      return;
+    }
+    auto peer = peer_credentials(fd);
+    if (!peer) {
+      spdlog::warn("control socket: dropping a client: {}", peer.error().message);
+      close(fd);
+      continue;
+    }
+    auto allowed = check_peer(*peer, daemon_uid_, socket_gid_, socket_group_name_);
+    const bool full = clients_.size() >= opts_.max_clients;
+    if (!allowed || full) {
+      const std::string why = allowed
+                                  ? fmt::format("too many clients (limit {})", opts_.max_clients)
+                                  : allowed.error().message;
+      if (!allowed) ++rejected_;
+      spdlog::warn("control socket: rejected uid {} pid {}: {}", peer->uid, peer->pid, why);
+      // Best effort: the socket buffer is empty, so this short line fits.
+      const std::string line = encode_error(why);
+      [[maybe_unused]] auto n = send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      close(fd);
+      continue;
+    }
+    spdlog::debug("control socket: client uid {} pid {}", peer->uid, peer->pid);
+    auto client = std::make_unique<Client>(
+        Client{.fd = fd, .peer = std::move(*peer), .in = LineReader(opts_.max_request_bytes)});
+    if (auto added = loop_.add_fd(fd, EPOLLIN | EPOLLRDHUP,
+                                  [this, fd](std::uint32_t ev) { on_client(fd, ev); });
+        !added) {
+      spdlog::warn("control socket: {}", added.error().message);
+      close(fd);
+      continue;
+    }
+    clients_[fd] = std::move(client);
+  }
+}
+
+void ControlServer::on_client(int fd, std::uint32_t events) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if ((events & EPOLLERR) != 0) {
+    close_client(fd);
+    return;
+  }
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) != 0 && !c.closing) {
+    std::array<char, 16384> buf{};
+    std::size_t total = 0;
+    while (total < kMaxReadPerEvent) {
+      const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+      if (n < 0) {
+        const int err = errno;
+        if (err == EAGAIN || err == EINTR) break;
+        close_client(fd);
+        return;
+      }
+      if (n == 0) {  // the client finished sending; answer what it asked, then close
+        c.closing = true;
+        break;
+      }
+      total += static_cast<std::size_t>(n);
+      if (!c.in.append(std::string_view(buf.data(), static_cast<std::size_t>(n)))) {
+        spdlog::warn("control socket: uid {} pid {} sent a request longer than {} bytes; dropped",
+                     c.peer.uid, c.peer.pid, opts_.max_request_bytes);
+        c.out += encode_error(fmt::format("request longer than {} bytes", opts_.max_request_bytes));
+        c.closing = true;
+        break;
+      }
+    }
+  }
+  if (!serve(c)) return;
+  if ((events & EPOLLHUP) != 0 && c.out.empty()) close_client(fd);
+}
+
+bool ControlServer::serve(Client& c) {
+  while (true) {
+    // Answer queued requests only while the client keeps up with the replies:
+    // a client pipelining expensive requests (dump) and never reading costs
+    // one reply's work, not all of them.
+    while (c.out.size() < kReplyHighWater) {
+      auto line = c.in.next_line();
+      if (!line) break;
+      if (!line->empty()) handle_line(c, *line);
+    }
+    if (!flush(c)) return false;
+    if (!c.out.empty() || !c.in.has_line()) return true;
+  }
+}
+
+void ControlServer::handle_line(Client& c, const std::string& line) {
+  auto req = parse_request(line);
+  if (!req) {
+    c.out += encode_error(req.error().message);
+    return;
+  }
+  auto cmd = commands_.find(req->command);
+  if (cmd == commands_.end()) {
+    c.out +=
+        encode_error(fmt::format("unknown command \"{}\" (\"help\" lists them)", req->command));
+    return;
+  }
+  // A handler bug or a bad argument type must cost one error reply, not the daemon.
+  try {
+    auto result = cmd->second(req->args, c.peer);
+    c.out += result ? encode_ok(*result) : encode_error(result.error().message);
+  } catch (const std::exception& e) {
+    spdlog::warn("control command {} failed: {}", req->command, e.what());
+    c.out += encode_error(fmt::format("command {} failed: {}", req->command, e.what()));
+  }
+}
+
+bool ControlServer::flush(Client& c) {
+  const int fd = c.fd;
+  std::size_t sent = 0;
+  while (sent < c.out.size()) {
+    const ssize_t n = send(fd, c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EINTR) break;
+      close_client(fd);  // EPIPE, ECONNRESET: the client went away
+      return false;
+    }
+    sent += static_cast<std::size_t>(n);
+  }
+  c.out.erase(0, sent);
+  if (c.out.size() > opts_.max_pending_output) {
+    spdlog::warn(
+        "control socket: uid {} pid {} is not reading its replies ({} bytes queued); dropped",
+        c.peer.uid, c.peer.pid, c.out.size());
+    close_client(fd);
+    return false;
+  }
+  if (c.out.empty() && c.closing && !c.in.has_line()) {
+    close_client(fd);
+    return false;
+  }
+  const bool want_write = !c.out.empty();
+  if (want_write != c.want_write) {
+    c.want_write = want_write;
+    // While replies are queued, stop reading: a client pipelining requests
+    // without reading answers gets back-pressure instead of memory.
+    [[maybe_unused]] auto r = loop_.modify_fd(fd, want_write ? EPOLLOUT : (EPOLLIN | EPOLLRDHUP));
+  }
+  return true;
+}
+
+void ControlServer::close_client(int fd) {
+  loop_.remove_fd(fd);
+  close(fd);
+  clients_.erase(fd);
+}
+
+}  // namespace kvtier::agent

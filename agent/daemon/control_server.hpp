@@ -1,0 +1,111 @@
+#pragma once
+// kvtierd's control socket: a unix stream socket serving newline-delimited
+// JSON commands (control_protocol.hpp) to kvtierctl. Non-blocking and driven
+// by the daemon's EventLoop: a slow or stuck client costs buffer space, never
+// loop time. Who may connect is decided twice: by the file's mode, owner and
+// group, and by the peer's credentials (SO_PEERCRED / SO_PEERGROUPS) at accept.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/daemon/control_protocol.hpp"
+#include "agent/daemon/event_loop.hpp"
+#include "policy/error.hpp"
+
+namespace kvtier::agent {
+
+struct ControlSocketOptions {
+  std::filesystem::path path = "/run/kvtier/kvtierd.sock";
+  std::uint32_t mode = 0660;
+  std::string owner;  // user name; empty: the daemon's own user
+  std::string group;  // group name; empty: the daemon's own group
+  std::size_t max_clients = 16;
+  std::size_t max_request_bytes = kMaxRequestBytes;
+  // A client that stops reading is dropped once this much output is queued.
+  std::size_t max_pending_output = 64ULL << 20;
+};
+
+// Credentials of a connected peer, as the kernel recorded them at connect().
+struct PeerCred {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
+
+// Who may talk to the daemon: root, the daemon's own user, and members
+// (primary or supplementary) of the socket's group. The error names the peer
+// and the rule it failed.
+Result<void> check_peer(const PeerCred& peer, uid_t daemon_uid, gid_t socket_gid,
+                        const std::string& group_name);
+
+Result<uid_t> lookup_user(const std::string& name);
+Result<gid_t> lookup_group(const std::string& name);
+std::string group_name(gid_t gid);
+
+class ControlServer {
+ public:
+  // A command: its arguments and the caller in, its result (or a one-line
+  // error sent back to the client) out.
+  using Handler =
+      std::function<Result<nlohmann::json>(const nlohmann::json& args, const PeerCred&)>;
+
+  // Creates the socket (replacing a stale one, refusing if another daemon
+  // answers on it), sets owner, group and mode, and starts accepting on `loop`.
+  static Result<std::unique_ptr<ControlServer>> open(EventLoop& loop, ControlSocketOptions opts);
+  // Drops every client and removes the socket file if it is still ours.
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  // Later registrations replace earlier ones of the same name. "help" is built
+  // in and lists the commands.
+  void register_command(const std::string& name, Handler handler);
+
+  [[nodiscard]] const std::filesystem::path& path() const { return opts_.path; }
+  [[nodiscard]] gid_t socket_gid() const { return socket_gid_; }
+  [[nodiscard]] std::size_t client_count() const { return clients_.size(); }
+  [[nodiscard]] std::uint64_t rejected_peers() const { return rejected_; }
+
+ private:
+  struct Client {
+    int fd = -1;
+    PeerCred peer;
+    LineReader in;
+    std::string out;
+    bool closing = false;  // close once `out` is flushed
+    bool want_write = false;
+  };
+
+  ControlServer(EventLoop& loop, ControlSocketOptions opts) : loop_(loop), opts_(std::move(opts)) {}
+  void on_accept();
+  void on_client(int fd, std::uint32_t events);
+  void handle_line(Client& c, const std::string& line);
+  // Answers queued requests and flushes; false when the client was closed.
+  bool serve(Client& c);
+  // Returns false when the client was closed.
+  bool flush(Client& c);
+  void close_client(int fd);
+
+  EventLoop& loop_;
+  ControlSocketOptions opts_;
+  int listen_fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  uid_t daemon_uid_ = 0;
+  gid_t socket_gid_ = 0;
+  std::string socket_group_name_;
+  std::uint64_t rejected_ = 0;
+  std::map<std::string, Handler> commands_;
+  std::map<int, std::unique_ptr<Client>> clients_;
+};
+
+}  // namespace kvtier::agent

@@ -1,0 +1,195 @@
+#include "agent/daemon/telemetry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace kvtier::agent {
+
+using nlohmann::json;
+
+std::string_view metric_kind_name(MetricKind kind) {
+  switch (kind) {
+    case MetricKind::kCounter:
+      return "counter";
+    case MetricKind::kGauge:
+      return "gauge";
+    case MetricKind::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+Telemetry::Telemetry() {
+  describe("kvtier_pages_moved_total", MetricKind::kCounter,
+           "Pages a mover was asked to move, by kernel outcome (status) and destination node");
+  describe("kvtier_bytes_moved_total", MetricKind::kCounter,
+           "Bytes moved to each node (pages now on the destination)");
+  describe("kvtier_source_samples_total", MetricKind::kCounter,
+           "Access samples received from each hotness source");
+  describe("kvtier_source_regions_total", MetricKind::kCounter,
+           "Region access reports received from each hotness source");
+  describe("kvtier_plan_moves", MetricKind::kGauge, "Moves in the last plan");
+  describe("kvtier_plan_bytes", MetricKind::kGauge,
+           "Bytes the last plan demotes or promotes (direction)");
+  describe("kvtier_loop_steps_total", MetricKind::kCounter,
+           "Control-loop steps, by result (ok, error)");
+  describe("kvtier_loop_duration_seconds", MetricKind::kHistogram,
+           "Time one control-loop step took",
+           {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5});
+  describe("kvtier_target_resident_bytes", MetricKind::kGauge,
+           "Bytes of each target process resident on each node");
+}
+
+Telemetry::Family& Telemetry::family(const std::string& name, MetricKind kind) {
+  auto it = families_.find(name);
+  if (it == families_.end()) {
+    it = families_.emplace(name, Family{.meta = {.name = name, .kind = kind}}).first;
+  }
+  return it->second;
+}
+
+void Telemetry::describe(const std::string& name, MetricKind kind, std::string help,
+                         std::vector<double> bounds) {
+  std::scoped_lock lock(mu_);
+  auto& f = family(name, kind);
+  f.meta.help = std::move(help);
+  std::sort(bounds.begin(), bounds.end());
+  f.meta.bounds = std::move(bounds);
+}
+
+void Telemetry::add(const std::string& name, const MetricLabels& labels, double delta) {
+  std::scoped_lock lock(mu_);
+  auto& s = family(name, MetricKind::kCounter).series[labels];
+  s.labels = labels;
+  s.value += delta;
+}
+
+void Telemetry::set(const std::string& name, const MetricLabels& labels, double value) {
+  std::scoped_lock lock(mu_);
+  auto& s = family(name, MetricKind::kGauge).series[labels];
+  s.labels = labels;
+  s.value = value;
+}
+
+void Telemetry::observe(const std::string& name, const MetricLabels& labels, double value) {
+  std::scoped_lock lock(mu_);
+  auto& f = family(name, MetricKind::kHistogram);
+  auto& s = f.series[labels];
+  if (s.histogram.buckets.empty()) {
+    s.labels = labels;
+    s.histogram.bounds = f.meta.bounds;
+    s.histogram.buckets.assign(f.meta.bounds.size() + 1, 0);
+  }
+  const auto& b = s.histogram.bounds;
+  const auto idx =
+      static_cast<std::size_t>(std::lower_bound(b.begin(), b.end(), value) - b.begin());
+  ++s.histogram.buckets[idx];
+  s.histogram.sum += value;
+  ++s.histogram.count;
+}
+
+void Telemetry::clear(const std::string& name) {
+  std::scoped_lock lock(mu_);
+  if (auto it = families_.find(name); it != families_.end()) it->second.series.clear();
+}
+
+double Telemetry::value(const std::string& name, const MetricLabels& labels) const {
+  std::scoped_lock lock(mu_);
+  auto f = families_.find(name);
+  if (f == families_.end()) return 0.0;
+  auto s = f->second.series.find(labels);
+  if (s == f->second.series.end()) return 0.0;
+  return f->second.meta.kind == MetricKind::kHistogram
+             ? static_cast<double>(s->second.histogram.count)
+             : s->second.value;
+}
+
+std::vector<MetricFamilyData> Telemetry::snapshot() const {
+  std::scoped_lock lock(mu_);
+  std::vector<MetricFamilyData> out;
+  out.reserve(families_.size());
+  for (const auto& [name, f] : families_) {
+    MetricFamilyData d = f.meta;
+    for (const auto& [labels, s] : f.series) d.series.push_back(s);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+json Telemetry::to_json() const {
+  json out = json::object();
+  for (const auto& f : snapshot()) {
+    json series = json::array();
+    for (const auto& s : f.series) {
+      json entry{{"labels", s.labels}};
+      if (f.kind == MetricKind::kHistogram) {
+        json buckets = json::array();
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < s.histogram.buckets.size(); ++i) {
+          cumulative += s.histogram.buckets[i];
+          // JSON has no infinity: the last bucket's bound is written as "+Inf".
+          json le = i < s.histogram.bounds.size() ? json(s.histogram.bounds[i]) : json("+Inf");
+          buckets.push_back({{"le", le}, {"count", cumulative}});
+        }
+        entry["count"] = s.histogram.count;
+        entry["sum"] = s.histogram.sum;
+        entry["buckets"] = buckets;
+      } else {
+        entry["value"] = s.value;
+      }
+      series.push_back(std::move(entry));
+    }
+    out[f.name] = {{"type", metric_kind_name(f.kind)}, {"help", f.help}, {"series", series}};
+  }
+  return out;
+}
+
+void Telemetry::record_moves(const MoveStats& st, int to_node) {
+  const std::string node = fmt::format("{}", to_node);
+  const std::pair<const char*, std::uint64_t> outcomes[] = {
+      {"moved", st.moved},         {"already_there", st.already_there}, {"busy", st.busy},
+      {"pinned", st.pinned},       {"not_present", st.not_present},     {"gone", st.gone},
+      {"no_memory", st.no_memory}, {"permission", st.permission},       {"other", st.other}};
+  for (const auto& [status, n] : outcomes) {
+    if (n > 0)
+      add("kvtier_pages_moved_total", {{"status", status}, {"node", node}}, static_cast<double>(n));
+  }
+  if (st.bytes_moved > 0) {
+    add("kvtier_bytes_moved_total", {{"node", node}}, static_cast<double>(st.bytes_moved));
+  }
+}
+
+void Telemetry::record_source_batch(std::string_view source, std::uint64_t samples,
+                                    std::uint64_t regions) {
+  const MetricLabels labels{{"source", std::string(source)}};
+  add("kvtier_source_samples_total", labels, static_cast<double>(samples));
+  add("kvtier_source_regions_total", labels, static_cast<double>(regions));
+}
+
+void Telemetry::record_plan(const Plan& plan) {
+  set("kvtier_plan_moves", {}, static_cast<double>(plan.moves.size()));
+  set("kvtier_plan_bytes", {{"direction", "demote"}}, static_cast<double>(plan.demote_bytes));
+  set("kvtier_plan_bytes", {{"direction", "promote"}}, static_cast<double>(plan.promote_bytes));
+}
+
+void Telemetry::record_step(std::chrono::nanoseconds duration, bool ok) {
+  add("kvtier_loop_steps_total", {{"result", ok ? "ok" : "error"}});
+  observe("kvtier_loop_duration_seconds", {}, std::chrono::duration<double>(duration).count());
+}
+
+void Telemetry::set_residency(
+    const std::map<Pid, std::map<int, std::uint64_t>>& bytes_by_pid_node) {
+  std::scoped_lock lock(mu_);
+  auto& f = family("kvtier_target_resident_bytes", MetricKind::kGauge);
+  f.series.clear();
+  for (const auto& [pid, nodes] : bytes_by_pid_node) {
+    for (const auto& [node, bytes] : nodes) {
+      MetricLabels labels{{"pid", fmt::format("{}", pid)}, {"node", fmt::format("{}", node)}};
+      f.series[labels] = MetricSeries{.labels = labels, .value = static_cast<double>(bytes)};
+    }
+  }
+}
+
+}  // namespace kvtier::agent

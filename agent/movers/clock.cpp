@@ -1,0 +1,20 @@
+#include "agent/movers/clock.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <time.h>
+
+namespace kvtier::agent {
+
+TimeNs monotonic_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
+}
+
+void sleep_for_ns(TimeNs ns) {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+}
+
+}  // namespace kvtier::agent

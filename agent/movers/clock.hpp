@@ -1,0 +1,18 @@
+#pragma once
+// Time for the movers, injectable so rate limits and expiries are tested
+// without sleeping.
+
+#include <functional>
+
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+
+using Clock = std::function<TimeNs()>;
+using Sleeper = std::function<void(TimeNs)>;
+
+// CLOCK_MONOTONIC, the clock every TimeNs in kvtier is read from.
+TimeNs monotonic_now();
+void sleep_for_ns(TimeNs ns);
+
+}  // namespace kvtier::agent

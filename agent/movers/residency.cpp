@@ -1,0 +1,147 @@
+#include "agent/movers/residency.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "agent/movers/huge_pages.hpp"
+#include "agent/sysfs.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+template <class T>
+bool parse_num(std::string_view s, T& out, int base = 10) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  return ec == std::errc{} && ptr == s.data() + s.size() && !s.empty();
+}
+
+}  // namespace
+
+ResidencyReader::ResidencyReader(MovePagesFn query, std::size_t batch_pages)
+    : query_(std::move(query)), batch_pages_(std::max<std::size_t>(1, batch_pages)) {}
+
+Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
+                                                          std::span<const AddrRange> ranges) {
+  std::vector<RangeResidency> out;
+  out.reserve(ranges.size());
+  for (const auto& r : ranges) {
+    RangeResidency res{.range = r};
+    const AddrRange one[] = {r};
+    const auto units = split_units(one, {});
+    for (std::size_t off = 0; off < units.size(); off += batch_pages_) {
+      const std::size_t n = std::min(batch_pages_, units.size() - off);
+      addrs_.resize(n);
+      status_.assign(n, 0);
+      for (std::size_t k = 0; k < n; ++k) {
+        addrs_[k] =
+            reinterpret_cast<void*>(units[off + k].addr);  // NOLINT(performance-no-int-to-ptr)
+      }
+      const auto q = query_(pid, addrs_, nullptr, status_, 0);
+      if (q.ret < 0) {
+        return fail(fmt::format("move_pages status query of pid {}: {}", pid, errno_text(q.err)),
+                    q.err);
+      }
+      for (const int s : status_) {
+        if (s >= 0) {
+          res.bytes_per_node[s] += kPageSize;
+        } else if (classify_status(s) == PageStatus::kNotPresent) {
+          res.not_present_bytes += kPageSize;
+        } else {
+          res.other_bytes += kPageSize;
+        }
+      }
+    }
+    out.push_back(std::move(res));
+  }
+  return out;
+}
+
+std::uint64_t NumaMapsEntry::bytes_on(int node) const {
+  auto it = pages_per_node.find(node);
+  return it == pages_per_node.end() ? 0 : it->second * page_size;
+}
+
+Result<std::vector<NumaMapsEntry>> parse_numa_maps(std::string_view text, std::string_view what) {
+  std::vector<NumaMapsEntry> entries;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (line.empty()) continue;
+    NumaMapsEntry e;
+    std::size_t field = 0;
+    while (!line.empty()) {
+      const auto sp = line.find(' ');
+      const std::string_view tok = line.substr(0, sp);
+      line.remove_prefix(sp == std::string_view::npos ? line.size() : sp + 1);
+      if (tok.empty()) continue;
+      ++field;
+      if (field == 1) {
+        if (!parse_num(tok, e.start, 16)) {
+          return fail(
+              fmt::format("{}:{}: expected a hex start address, found '{}'", what, line_no, tok));
+        }
+        continue;
+      }
+      if (field == 2) {
+        e.policy = std::string(tok);
+        continue;
+      }
+      const auto eq = tok.find('=');
+      const std::string_view key = tok.substr(0, eq);
+      const std::string_view val = eq == std::string_view::npos ? "" : tok.substr(eq + 1);
+      if (key == "anon" && eq != std::string_view::npos) {
+        e.anon = true;
+      } else if (key == "huge") {
+        e.huge = true;
+      } else if (key == "file") {
+        e.file = std::string(val);
+      } else if (key == "kernelpagesize_kB") {
+        std::uint64_t kb = 0;
+        if (!parse_num(val, kb)) {
+          return fail(fmt::format("{}:{}: bad kernelpagesize_kB '{}'", what, line_no, val));
+        }
+        e.page_size = kb * 1024;
+      } else if (key.size() > 1 && key[0] == 'N') {
+        int node = 0;
+        std::uint64_t pages = 0;
+        if (!parse_num(key.substr(1), node) || !parse_num(val, pages)) {
+          return fail(fmt::format("{}:{}: bad node count '{}'", what, line_no, tok));
+        }
+        e.pages_per_node[node] += pages;
+      }
+    }
+    if (field < 2) {
+      return fail(fmt::format("{}:{}: expected '<start> <policy> ...'", what, line_no));
+    }
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+std::map<int, std::uint64_t> numa_maps_bytes(std::span<const NumaMapsEntry> entries,
+                                             std::span<const AddrRange> ranges) {
+  std::map<int, std::uint64_t> bytes;
+  for (const auto& e : entries) {
+    const bool wanted =
+        ranges.empty() || std::any_of(ranges.begin(), ranges.end(),
+                                      [&](const AddrRange& r) { return r.contains(e.start); });
+    if (!wanted) continue;
+    for (const auto& [node, pages] : e.pages_per_node) bytes[node] += pages * e.page_size;
+  }
+  return bytes;
+}
+
+Result<std::vector<NumaMapsEntry>> read_numa_maps(const HostPaths& host, Pid pid) {
+  const auto path = host.proc / std::to_string(pid) / "numa_maps";
+  auto text = read_text(path);
+  if (!text) return std::unexpected(text.error());
+  return parse_numa_maps(*text, path.string());
+}
+
+}  // namespace kvtier::agent

@@ -1,0 +1,173 @@
+#include "agent/sources/damon_source.hpp"
+
+#include <bpf/bpf.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "agent/sources/bpf_events.hpp"
+#include "agent/sources/bpf_skeleton.hpp"
+#include "agent/sources/page_heat_maps.hpp"
+#include "agent/sources/probes.hpp"
+#include "damon.skel.h"
+
+namespace kvtier::agent {
+
+struct RingBufferDeleter {
+  void operator()(ring_buffer* rb) const { ring_buffer__free(rb); }
+};
+
+struct DamonSource::Bpf {
+  BpfSkeleton<damon_bpf> skel{"DAMON reader (bpf/damon.bpf.c)"};
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring;
+  // Filled by the ring buffer callback during collect().
+  SourceBatch* out = nullptr;
+  const std::vector<Pid>* targets = nullptr;
+  Pid kdamond_pid = 0;
+  std::uint32_t max_nr_accesses = 1;
+  std::uint64_t bad = 0;
+};
+
+DamonSource::DamonSource(HostPaths paths, DamonOptions opts)
+    : paths_(std::move(paths)), opts_(opts), sysfs_(DamonSysfs::under(paths_)) {}
+
+DamonSource::~DamonSource() {
+  stop();
+}
+
+Availability DamonSource::probe() const {
+  if (auto a = probe_btf(paths_); !a.ok) return a;
+  if (auto a = probe_bpf_privileges(); !a.ok) return a;
+  if (auto a = probe_damon_vaddr(paths_); !a.ok) return a;
+  if (auto a = probe_tracepoint(paths_, "damon", "damon_aggregated"); !a.ok) return a;
+  auto n = sysfs_.nr_kdamonds();
+  if (!n) return unavailable(n.error().message);
+  bool free_one = *n == 0;
+  for (int kd = 0; kd < *n && !free_one; ++kd) {
+    auto s = sysfs_.state(kd);
+    free_one = s && *s == "off";
+  }
+  if (!free_one) {
+    return unavailable(fmt::format("DAMON busy: all {} kdamonds are on (another DAMON user)", *n));
+  }
+  return available("ok: DAMON vaddr regions via damon:damon_aggregated");
+}
+
+namespace {
+
+int on_region(void* ctx, void* data, size_t size) {
+  auto* b = static_cast<DamonSource::Bpf*>(ctx);
+  auto ev = decode_damon_region(
+      std::span<const std::byte>(static_cast<const std::byte*>(data), size), b->max_nr_accesses);
+  // Records from a previous kdamond (before a restart) carry stale indexes.
+  if (!ev || ev->kdamond_pid != b->kdamond_pid || ev->target_index >= b->targets->size()) {
+    ++b->bad;
+    return 0;
+  }
+  ev->access.pid = (*b->targets)[ev->target_index];
+  b->out->regions.push_back(ev->access);
+  return 0;
+}
+
+}  // namespace
+
+Result<void> DamonSource::start() {
+  if (bpf_) return {};
+  auto b = std::make_unique<Bpf>();
+  if (auto ok = b->skel.open(); !ok) return ok;
+  bpf_map__set_max_entries(b->skel->maps.regions, opts_.ring_bytes);
+  if (auto ok = b->skel.load(); !ok) return ok;
+  if (auto ok = b->skel.attach(); !ok) return ok;
+  b->ring.reset(ring_buffer__new(bpf_map__fd(b->skel->maps.regions), on_region, b.get(), nullptr));
+  if (!b->ring) {
+    const int err = errno;
+    return fail(fmt::format("DAMON reader: ring_buffer__new: {}", errno_text(err)), err);
+  }
+  b->targets = &targets_;
+  b->max_nr_accesses = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      1, opts_.intervals.aggr_us / std::max<std::uint64_t>(1, opts_.intervals.sample_us)));
+  bpf_ = std::move(b);
+  if (!targets_.empty()) return restart_kdamond();
+  return {};
+}
+
+void DamonSource::turn_off() {
+  if (kdamond_ < 0) return;
+  auto s = sysfs_.state(kdamond_);
+  if (s && *s == "on") {
+    if (auto ok = sysfs_.turn_off(kdamond_); !ok) spdlog::warn("damon: {}", ok.error().message);
+  }
+  if (bpf_ && kdamond_pid_ > 0) {
+    const auto key = static_cast<__u32>(kdamond_pid_);
+    bpf_map_delete_elem(bpf_map__fd(bpf_->skel->maps.kdamonds), &key);
+  }
+  kdamond_pid_ = 0;
+}
+
+Result<void> DamonSource::restart_kdamond() {
+  turn_off();
+  if (targets_.empty()) return {};
+  if (kdamond_ < 0) {
+    auto kd = sysfs_.claim_kdamond();
+    if (!kd) return std::unexpected(kd.error());
+    kdamond_ = *kd;
+  }
+  DamonContextSpec spec{
+      .operations = "vaddr", .intervals = opts_.intervals, .nr_regions = opts_.nr_regions};
+  for (const Pid pid : targets_) spec.targets.push_back(DamonTargetSpec{.pid = pid});
+  if (auto ok = sysfs_.configure(kdamond_, spec); !ok) return ok;
+  if (auto ok = sysfs_.turn_on(kdamond_); !ok) return ok;
+  auto pid = sysfs_.kdamond_pid(kdamond_);
+  if (!pid) return std::unexpected(pid.error());
+  kdamond_pid_ = *pid;
+  bpf_->kdamond_pid = *pid;
+  const auto key = static_cast<__u32>(*pid);
+  const __u8 one = 1;
+  if (bpf_map_update_elem(bpf_map__fd(bpf_->skel->maps.kdamonds), &key, &one, BPF_ANY) != 0) {
+    const int err = errno;
+    return fail(fmt::format("DAMON reader: kdamond map: {}", errno_text(err)), err);
+  }
+  spdlog::info("damon: kdamond {} (pid {}) monitors {} processes", kdamond_, *pid, targets_.size());
+  return {};
+}
+
+Result<void> DamonSource::set_targets(std::span<const Pid> pids) {
+  std::vector<Pid> wanted(pids.begin(), pids.end());
+  std::ranges::sort(wanted);
+  wanted.erase(std::ranges::unique(wanted).begin(), wanted.end());
+  if (wanted == targets_) return {};
+  targets_ = std::move(wanted);
+  if (!bpf_) return {};
+  return restart_kdamond();
+}
+
+Result<void> DamonSource::collect(TimeNs /*now*/, SourceBatch& out) {
+  if (!bpf_) return fail("damon: collect() before start()");
+  bpf_->out = &out;
+  const int rc = ring_buffer__consume(bpf_->ring.get());
+  bpf_->out = nullptr;
+  if (rc < 0) return fail(fmt::format("damon: ring buffer: {}", errno_text(-rc)), -rc);
+  return {};
+}
+
+Result<std::pair<std::uint64_t, std::uint64_t>> DamonSource::forwarded_dropped() const {
+  if (!bpf_) return fail("damon: not started");
+  auto s = sum_percpu_u64(bpf_map__fd(bpf_->skel->maps.damon_stats), 2);
+  if (!s) return std::unexpected(s.error());
+  return std::pair{(*s)[0], (*s)[1]};
+}
+
+std::vector<int> DamonSource::program_fds() const {
+  if (!bpf_) return {};
+  return {bpf_program__fd(bpf_->skel->progs.kvt_damon_aggregated)};
+}
+
+void DamonSource::stop() {
+  turn_off();
+  bpf_.reset();
+}
+
+}  // namespace kvtier::agent

@@ -1,0 +1,148 @@
+#include "agent/sources/damon_sysfs.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+
+#include "agent/sysfs.hpp"
+
+namespace kvtier::agent {
+
+namespace fs = std::filesystem;
+
+fs::path DamonSysfs::kdamond_dir(int kd) const {
+  return admin_ / "kdamonds" / std::to_string(kd);
+}
+
+fs::path DamonSysfs::context_dir(int kd, int ctx) const {
+  return kdamond_dir(kd) / "contexts" / std::to_string(ctx);
+}
+
+Result<void> DamonSysfs::write(const fs::path& file, std::string_view value) const {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return fail(fmt::format("{}: cannot open for writing: {}", file.string(), errno_text(err)),
+                err);
+  }
+  const ssize_t n = ::write(fd, value.data(), value.size());
+  const int err = n < 0 ? errno : 0;
+  ::close(fd);
+  if (n < 0) {
+    return fail(fmt::format("{}: writing '{}' failed: {}", file.string(), value, errno_text(err)),
+                err);
+  }
+  if (static_cast<std::size_t>(n) != value.size()) {
+    return fail(fmt::format("{}: short write of '{}'", file.string(), value), EIO);
+  }
+  return {};
+}
+
+Result<int> DamonSysfs::nr_kdamonds() const {
+  auto n = read_u64(admin_ / "kdamonds/nr_kdamonds");
+  if (!n) return std::unexpected(n.error());
+  return static_cast<int>(*n);
+}
+
+Result<void> DamonSysfs::set_nr_kdamonds(int n) {
+  auto ok = write(admin_ / "kdamonds/nr_kdamonds", std::to_string(n));
+  if (!ok && ok.error().code == EBUSY) {
+    return fail(fmt::format("{}: the kernel refuses to change the number of kdamonds while one is "
+                            "on; turn the others off first",
+                            (admin_ / "kdamonds/nr_kdamonds").string()),
+                EBUSY);
+  }
+  return ok;
+}
+
+Result<int> DamonSysfs::claim_kdamond() {
+  auto n = nr_kdamonds();
+  if (!n) return std::unexpected(n.error());
+  for (int kd = 0; kd < *n; ++kd) {
+    auto s = state(kd);
+    if (!s) return std::unexpected(s.error());
+    if (*s == "off") return kd;
+  }
+  if (*n == 0) {
+    if (auto ok = set_nr_kdamonds(1); !ok) return std::unexpected(ok.error());
+    return 0;
+  }
+  return fail(fmt::format("{}: all {} kdamonds are on (another DAMON user); kvtier needs one that "
+                          "is off",
+                          (admin_ / "kdamonds").string(), *n),
+              EBUSY);
+}
+
+Result<void> DamonSysfs::configure(int kd, const DamonContextSpec& spec) const {
+  const fs::path kdir = kdamond_dir(kd);
+  if (auto ok = write(kdir / "contexts/nr_contexts", "1"); !ok) return ok;
+  const fs::path ctx = context_dir(kd);
+  if (auto ok = write(ctx / "operations", spec.operations); !ok) return ok;
+  const fs::path attrs = ctx / "monitoring_attrs";
+  const std::pair<const char*, std::uint64_t> values[] = {
+      {"intervals/sample_us", spec.intervals.sample_us},
+      {"intervals/aggr_us", spec.intervals.aggr_us},
+      {"intervals/update_us", spec.intervals.update_us},
+      {"nr_regions/min", spec.nr_regions.min},
+      {"nr_regions/max", spec.nr_regions.max},
+  };
+  for (const auto& [file, value] : values) {
+    if (auto ok = write(attrs / file, std::to_string(value)); !ok) return ok;
+  }
+  const fs::path targets = ctx / "targets";
+  if (auto ok = write(targets / "nr_targets", std::to_string(spec.targets.size())); !ok) return ok;
+  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+    const auto& t = spec.targets[i];
+    const fs::path tdir = targets / std::to_string(i);
+    if (spec.operations != "paddr") {
+      if (auto ok = write(tdir / "pid_target", std::to_string(t.pid)); !ok) return ok;
+    }
+    if (auto ok = write(tdir / "regions/nr_regions", std::to_string(t.regions.size())); !ok) {
+      return ok;
+    }
+    for (std::size_t r = 0; r < t.regions.size(); ++r) {
+      const fs::path rdir = tdir / "regions" / std::to_string(r);
+      if (auto ok = write(rdir / "start", std::to_string(t.regions[r].start)); !ok) return ok;
+      if (auto ok = write(rdir / "end", std::to_string(t.regions[r].end)); !ok) return ok;
+    }
+  }
+  return {};
+}
+
+Result<std::vector<std::string>> DamonSysfs::avail_operations(int kd) const {
+  auto text = read_text(context_dir(kd) / "avail_operations");
+  if (!text) return std::unexpected(text.error());
+  std::vector<std::string> ops;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const std::size_t sp = std::min(rest.find_first_of(" \n"), rest.size());
+    if (sp > 0) ops.emplace_back(rest.substr(0, sp));
+    rest.remove_prefix(std::min(sp + 1, rest.size()));
+  }
+  return ops;
+}
+
+Result<void> DamonSysfs::send(int kd, std::string_view command) const {
+  return write(kdamond_dir(kd) / "state", command);
+}
+
+Result<std::string> DamonSysfs::state(int kd) const {
+  return read_text(kdamond_dir(kd) / "state");
+}
+
+Result<Pid> DamonSysfs::kdamond_pid(int kd) const {
+  const fs::path p = kdamond_dir(kd) / "pid";
+  auto text = read_text(p);
+  if (!text) return std::unexpected(text.error());
+  int pid = 0;
+  auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), pid);
+  if (ec != std::errc{} || ptr != text->data() + text->size() || pid <= 0) {
+    return fail(fmt::format("{}: no running kdamond (pid '{}')", p.string(), *text));
+  }
+  return pid;
+}
+
+}  // namespace kvtier::agent

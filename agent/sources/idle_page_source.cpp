@@ -1,0 +1,207 @@
+#include "agent/sources/idle_page_source.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <utility>
+
+#include "agent/sources/probes.hpp"
+#include "agent/sysfs.hpp"
+
+namespace kvtier::agent {
+
+namespace {
+
+constexpr std::uint64_t kPresent = 1ULL << 63;
+constexpr std::uint64_t kPfnMask = (1ULL << 55) - 1;
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Result<std::uint64_t> read_word(int fd, std::uint64_t index, const std::string& what) {
+  std::uint64_t w = 0;
+  const auto off = static_cast<off_t>(index * sizeof(w));
+  const ssize_t n = pread(fd, &w, sizeof(w), off);
+  if (n != static_cast<ssize_t>(sizeof(w))) {
+    const int err = n < 0 ? errno : EIO;
+    return fail(fmt::format("{}: read at {}: {}", what, off, errno_text(err)), err);
+  }
+  return w;
+}
+
+std::uint64_t parse_hex(std::string_view s) {
+  std::uint64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  return v;
+}
+
+}  // namespace
+
+std::vector<AddrRange> writable_private_ranges(std::string_view maps_text) {
+  std::vector<AddrRange> out;
+  while (!maps_text.empty()) {
+    const std::size_t nl = std::min(maps_text.find('\n'), maps_text.size());
+    const std::string_view line = maps_text.substr(0, nl);
+    maps_text.remove_prefix(std::min(nl + 1, maps_text.size()));
+    // "start-end perms offset dev inode [path]"
+    const std::size_t dash = line.find('-');
+    const std::size_t sp = line.find(' ');
+    if (dash == std::string_view::npos || sp == std::string_view::npos || dash > sp ||
+        line.size() < sp + 5) {
+      continue;
+    }
+    const std::string_view perms = line.substr(sp + 1, 4);
+    if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;
+    // Private file mappings that were written hold anonymous pages too, but a
+    // KV cache is anonymous memory; skip named files, keep [heap], [stack].
+    const std::size_t slash = line.find('/');
+    if (slash != std::string_view::npos) continue;
+    const AddrRange r{.start = parse_hex(line.substr(0, dash)),
+                      .end = parse_hex(line.substr(dash + 1, sp - dash - 1))};
+    if (r.end > r.start) out.push_back(r);
+  }
+  return out;
+}
+
+IdlePageSource::IdlePageSource(HostPaths paths, IdlePageOptions opts)
+    : paths_(std::move(paths)), opts_(opts) {}
+
+Availability IdlePageSource::probe() const {
+  if (auto a = probe_page_idle(paths_); !a.ok) return a;
+  // PFNs in pagemap are zero without CAP_SYS_ADMIN: look at a page of ours.
+  static volatile std::uint64_t probe_word = 1;
+  probe_word = probe_word + 1;
+  const auto addr = reinterpret_cast<std::uintptr_t>(&probe_word);
+  const auto path = (paths_.proc / "self/pagemap").string();
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return unavailable(fmt::format("{}: {}", path, errno_text(errno)));
+  auto e = read_word(fd.get(), addr / kPageSize, path);
+  if (!e) return unavailable(e.error().message);
+  if ((*e & kPresent) == 0 || (*e & kPfnMask) == 0) {
+    return unavailable(fmt::format("{} shows no PFNs (needs CAP_SYS_ADMIN)", path));
+  }
+  return available("ok: page_idle bitmap with /proc/PID/pagemap");
+}
+
+Result<void> IdlePageSource::start() {
+  started_ = true;
+  return {};
+}
+
+Result<void> IdlePageSource::set_targets(std::span<const Pid> pids) {
+  targets_.assign(pids.begin(), pids.end());
+  std::ranges::sort(targets_);
+  std::erase_if(marked_,
+                [this](const auto& kv) { return !std::ranges::binary_search(targets_, kv.first); });
+  return {};
+}
+
+Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::uint64_t& budget) {
+  const auto dir = paths_.proc / std::to_string(pid);
+  auto maps = read_text(dir / "maps");
+  if (!maps) return std::unexpected(maps.error());
+  const std::string pagemap_path = (dir / "pagemap").string();
+  const Fd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (pagemap.get() < 0) {
+    const int err = errno;
+    return fail(fmt::format("{}: {}", pagemap_path, errno_text(err)), err);
+  }
+  const std::string bitmap_path = (paths_.sys / "kernel/mm/page_idle/bitmap").string();
+  const Fd bitmap(::open(bitmap_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (bitmap.get() < 0) {
+    const int err = errno;
+    return fail(fmt::format("{}: {}", bitmap_path, errno_text(err)), err);
+  }
+
+  auto& previous = marked_[pid];
+  std::map<std::uint64_t, std::uint64_t> now_marked;
+  std::map<std::uint64_t, std::uint64_t> idle_words;  // bitmap word -> bits read
+  std::map<std::uint64_t, std::uint64_t> to_mark;     // bitmap word -> bits to set
+  std::vector<std::uint64_t> entries;
+  for (const AddrRange& r : writable_private_ranges(*maps)) {
+    const std::uint64_t first = r.start / kPageSize;
+    const std::uint64_t count = std::min(r.bytes() / kPageSize, budget);
+    if (count == 0) break;
+    budget -= count;
+    entries.resize(count);
+    const auto bytes = static_cast<std::size_t>(count * sizeof(std::uint64_t));
+    const ssize_t n = pread(pagemap.get(), entries.data(), bytes,
+                            static_cast<off_t>(first * sizeof(std::uint64_t)));
+    if (n < 0) {
+      const int err = errno;
+      return fail(fmt::format("{}: {}", pagemap_path, errno_text(err)), err);
+    }
+    const auto got = static_cast<std::uint64_t>(n) / sizeof(std::uint64_t);
+    for (std::uint64_t i = 0; i < got; ++i) {
+      if ((entries[i] & kPresent) == 0) continue;
+      const std::uint64_t pfn = entries[i] & kPfnMask;
+      if (pfn == 0) continue;
+      const std::uint64_t vpage = first + i;
+      const std::uint64_t word = pfn / 64;
+      const std::uint64_t bit = 1ULL << (pfn % 64);
+      auto prev = previous.find(vpage);
+      if (prev != previous.end() && prev->second == pfn) {
+        auto w = idle_words.find(word);
+        if (w == idle_words.end()) {
+          auto value = read_word(bitmap.get(), word, bitmap_path);
+          if (!value) return std::unexpected(value.error());
+          w = idle_words.emplace(word, *value).first;
+        }
+        // The kernel cleared the idle bit: the page was accessed since.
+        if ((w->second & bit) == 0) {
+          out.samples.push_back(AccessSample{.pid = pid,
+                                             .addr = vpage * kPageSize,
+                                             .time = now,
+                                             .weight = 1,
+                                             .source = SourceKind::kIdlePage});
+        }
+      }
+      now_marked.emplace(vpage, pfn);
+      to_mark[word] |= bit;
+    }
+  }
+  for (const auto& [word, bits] : to_mark) {
+    const auto off = static_cast<off_t>(word * sizeof(std::uint64_t));
+    if (pwrite(bitmap.get(), &bits, sizeof(bits), off) != static_cast<ssize_t>(sizeof(bits))) {
+      const int err = errno;
+      return fail(fmt::format("{}: write at {}: {}", bitmap_path, off, errno_text(err)), err);
+    }
+  }
+  previous = std::move(now_marked);
+  return {};
+}
+
+Result<void> IdlePageSource::collect(TimeNs now, SourceBatch& out) {
+  if (!started_) return fail("idle: collect() before start()");
+  std::uint64_t budget = opts_.max_pages_per_scan;
+  for (const Pid pid : targets_) {
+    // A target that exited between set_targets() and now is skipped, not fatal.
+    if (auto ok = scan(pid, now, out, budget);
+        !ok && ok.error().code != ENOENT && ok.error().code != ESRCH) {
+      return ok;
+    }
+  }
+  return {};
+}
+
+void IdlePageSource::stop() {
+  started_ = false;
+  marked_.clear();
+}
+
+}  // namespace kvtier::agent

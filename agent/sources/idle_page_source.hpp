@@ -1,0 +1,50 @@
+#pragma once
+// Idle-page tracking as a hotness source (no BPF): each collect() reads the
+// targets' page tables through /proc/PID/pagemap, checks in
+// /sys/kernel/mm/page_idle/bitmap which of the pages marked idle by the
+// previous scan were accessed since, reports those, and marks every present
+// page idle again. Needs CONFIG_IDLE_PAGE_TRACKING and CAP_SYS_ADMIN (PFNs).
+// Costs a page-table walk per scan, so scans should be seconds apart.
+
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/host_paths.hpp"
+#include "agent/hotness_source.hpp"
+
+namespace kvtier::agent {
+
+struct IdlePageOptions {
+  // Stop a scan after this many pages (all targets together).
+  std::uint64_t max_pages_per_scan = 1ULL << 22;
+};
+
+// The private, writable mappings of a process (anonymous memory, heap,
+// stack): where a KV cache lives. From /proc/PID/maps text.
+std::vector<AddrRange> writable_private_ranges(std::string_view maps_text);
+
+class IdlePageSource final : public HotnessSource {
+ public:
+  IdlePageSource(HostPaths paths, IdlePageOptions opts);
+
+  [[nodiscard]] std::string_view name() const override { return "idle"; }
+  [[nodiscard]] Availability probe() const override;
+  Result<void> start() override;
+  Result<void> set_targets(std::span<const Pid> pids) override;
+  Result<void> collect(TimeNs now, SourceBatch& out) override;
+  void stop() override;
+
+ private:
+  Result<void> scan(Pid pid, TimeNs now, SourceBatch& out, std::uint64_t& budget);
+
+  HostPaths paths_;
+  IdlePageOptions opts_;
+  bool started_ = false;
+  std::vector<Pid> targets_;
+  // Per target: virtual page -> PFN marked idle by the previous scan.
+  std::unordered_map<Pid, std::map<std::uint64_t, std::uint64_t>> marked_;
+};
+
+}  // namespace kvtier::agent

@@ -1,0 +1,44 @@
+#pragma once
+// Checks of real kernel facilities, each answering "can this run here, and if
+// not, why" in one line. File checks go through HostPaths so unit tests run
+// them on fixture trees; capability checks ask the kernel (capget).
+
+#include <string_view>
+
+#include "agent/host_paths.hpp"
+#include "agent/hotness_source.hpp"
+#include "policy/error.hpp"
+
+namespace kvtier::agent {
+
+inline Availability available(std::string why = "ok") {
+  return {.ok = true, .why = std::move(why)};
+}
+inline Availability unavailable(std::string why) {
+  return {.ok = false, .why = std::move(why)};
+}
+
+// CO-RE needs the kernel's own BTF.
+Availability probe_btf(const HostPaths& paths);
+
+// Loading tracing/perf_event programs needs CAP_BPF and CAP_PERFMON (or
+// CAP_SYS_ADMIN) in the effective set.
+Availability probe_bpf_privileges();
+bool has_effective_capability(int cap);
+
+// A tracepoint exists: in tracefs when it is mounted, else in the kernel's
+// BTF (every tracepoint has a btf_trace_<event> typedef), which is all a raw
+// tracepoint program needs.
+Availability probe_tracepoint(const HostPaths& paths, std::string_view category,
+                              std::string_view event);
+
+// How many arguments the tracepoint passes (its TP_PROTO), from kernel BTF.
+Result<int> tracepoint_arg_count(const HostPaths& paths, std::string_view event);
+
+// DAMON sysfs with the vaddr operations set.
+Availability probe_damon_vaddr(const HostPaths& paths);
+
+// /sys/kernel/mm/page_idle/bitmap and a /proc/PID/pagemap that shows PFNs.
+Availability probe_page_idle(const HostPaths& paths);
+
+}  // namespace kvtier::agent

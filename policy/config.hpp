@@ -1,0 +1,191 @@
+#pragma once
+// kvtier's configuration: plain structs parsed from TOML (parse_config), then
+// validated and compiled into runtime objects (compile_config). kvtierd and
+// `kvtierctl config check` run the very same two steps. Every problem is
+// collected, never just the first one, and every unknown key is an error.
+// docs/configuration.md documents every key; the defaults below are the
+// documented ones.
+
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+#include "policy/units.hpp"
+
+namespace kvtier::policy {
+
+// One thing wrong with a config file, printed as FILE:LINE: KEY.PATH: MESSAGE,
+// where MESSAGE says what is wrong and what is allowed.
+struct ConfigProblem {
+  std::string file;
+  int line = 0;  // 1-based; 0 when the file could not be read at all
+  std::string key;
+  std::string message;
+
+  [[nodiscard]] std::string to_string() const;
+};
+using ConfigProblems = std::vector<ConfigProblem>;
+
+struct DaemonConfig {
+  TimeNs interval = 5 * kNsPerSec;  // one collect -> plan -> move cycle
+};
+
+enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInfo;
+};
+
+struct TelemetryConfig {
+  std::string socket = "/run/kvtier/kvtierd.sock";
+  std::uint32_t socket_mode = 0660;
+  std::string socket_group = "kvtier";
+  bool prometheus = false;
+  std::string prometheus_listen = "127.0.0.1:9464";
+};
+
+struct SourcesConfig {
+  // Tried in this order; the first one the host supports is used.
+  std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kFault, SourceKind::kDamon,
+                                    SourceKind::kIdlePage};
+  std::optional<SourceKind> force;            // use exactly this source, fail if unavailable
+  std::uint64_t sample_period = 1000;         // PMU/fault events per sample
+  std::uint64_t max_samples_per_sec = 20000;  // in-kernel rate limit, all targets together
+  TimeNs damon_sample_interval = 5 * kNsPerMs;
+  TimeNs damon_aggr_interval = 100 * kNsPerMs;
+  std::uint32_t damon_min_regions = 10;
+  std::uint32_t damon_max_regions = 1000;
+  TimeNs idle_scan_interval = 10 * kNsPerSec;
+};
+
+struct LimitsConfig {
+  std::uint64_t migrate_rate = 256ULL << 20;   // bytes per second, token bucket refill
+  std::uint64_t migrate_burst = 256ULL << 20;  // bytes, token bucket depth
+  double cxl_fill_max = 0.9;                   // share of a demotion node kvtier may fill
+  std::uint64_t min_free = 512ULL << 20;       // bytes left free on any node kvtier moves to
+};
+
+enum class MoverKind : std::uint8_t { kMovePages, kDamos, kDryRun };
+
+struct MoverConfig {
+  MoverKind kind = MoverKind::kMovePages;
+  std::uint32_t batch_pages = 1024;  // pages per move_pages(2) call
+};
+
+// A process belongs to a group when ANY of its selectors matches.
+struct Selector {
+  std::vector<std::string> comm;     // regex over /proc/PID/comm (std::regex ECMAScript, search)
+  std::vector<std::string> cmdline;  // regex over the NUL-separated cmdline joined by spaces
+  std::vector<std::string> exe;      // exact absolute path of /proc/PID/exe
+  std::vector<std::string> cgroup;   // cgroup v2 path; the cgroup and everything below it
+  std::vector<Pid> pid;
+
+  [[nodiscard]] bool empty() const {
+    return comm.empty() && cmdline.empty() && exe.empty() && cgroup.empty() && pid.empty();
+  }
+};
+
+struct GroupPolicy {
+  std::optional<TimeNs> cold_age = 120 * kNsPerSec;  // nullopt: cold-age demotion off
+  TimeNs half_life = 10 * kNsPerSec;                 // heat decay
+  bool promote = true;                               // hot promotion on/off
+  double promote_heat = 2.0;                         // accesses/s per 4 KiB page
+  double demote_heat = 0.5;                          // never demote anything hotter
+  TimeNs min_residence = 60 * kNsPerSec;             // no move again before this
+  std::optional<std::uint64_t> dram_limit;           // bytes of the group on DRAM nodes, at most
+  std::optional<std::uint64_t> keep_free;            // bytes to keep free on each DRAM node
+  std::vector<AddrRange> exclude;                    // never moved
+};
+
+struct GroupConfig {
+  std::string name;
+  int priority = 0;                  // higher: promoted first, demoted last
+  std::optional<int> demotion_node;  // nullopt: "auto" (preferred_demotion_target)
+  Selector select;
+  GroupPolicy policy;
+};
+
+struct Config {
+  std::string file;  // where it was read from, for messages
+  DaemonConfig daemon;
+  LoggingConfig logging;
+  TelemetryConfig telemetry;
+  SourcesConfig sources;
+  LimitsConfig limits;
+  MoverConfig mover;
+  std::vector<GroupConfig> groups;
+  // Full key path ("group[0].demotion_node") -> line, for problems found after parsing.
+  std::map<std::string, int> lines;
+
+  [[nodiscard]] int line_of(const std::string& key) const;
+};
+
+// TOML text -> Config. Reports every syntax, type, range, unknown-key and
+// consistency problem it finds.
+std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::string_view file);
+// Reads `path` and parses it.
+std::expected<Config, ConfigProblems> load_config(const std::string& path);
+
+// What the daemon knows about a process when it decides whether to manage it.
+struct ProcessInfo {
+  Pid pid = 0;
+  std::string comm;
+  std::string cmdline;  // arguments joined by single spaces
+  std::string exe;
+  std::string cgroup;  // cgroup v2 path from /proc/PID/cgroup ("/system.slice/x.service")
+};
+
+// A selector with its regexes compiled.
+class TargetMatcher {
+ public:
+  static std::expected<TargetMatcher, std::string> compile(const Selector& s);
+  [[nodiscard]] bool matches(const ProcessInfo& p) const;
+
+ private:
+  std::vector<std::regex> comm_;
+  std::vector<std::regex> cmdline_;
+  std::vector<std::string> exe_;
+  std::vector<std::string> cgroup_;
+  std::vector<Pid> pid_;
+};
+
+struct CompiledGroup {
+  std::size_t index = 0;  // position in Config::groups (the planner's group index)
+  TargetMatcher matcher;
+};
+
+// The runtime form: matchers compiled, groups in match order (priority
+// descending, then file order), nodes checked against a topology when given.
+struct CompiledConfig {
+  Config config;
+  std::vector<CompiledGroup> match_order;
+
+  // The group a process belongs to: the highest-priority group that selects it.
+  [[nodiscard]] std::optional<std::size_t> group_of(const ProcessInfo& p) const;
+};
+
+// Validation that needs more than the file: regexes compile, explicit
+// demotion nodes exist and have memory in `topo` (skipped when null).
+std::expected<CompiledConfig, ConfigProblems> compile_config(Config config,
+                                                             const Topology* topo = nullptr);
+
+// What kvtierd and `kvtierctl config check` run: parse, then compile what could
+// be parsed, so problems of both steps are reported together, sorted by line.
+std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_view text,
+                                                                  std::string_view file,
+                                                                  const Topology* topo = nullptr);
+std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
+                                                                   const Topology* topo = nullptr);
+
+std::string_view source_name(SourceKind s);
+std::string_view mover_name(MoverKind m);
+std::string_view log_level_name(LogLevel l);
+
+}  // namespace kvtier::policy

@@ -1,0 +1,490 @@
+#include "policy/planner.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <tuple>
+
+namespace kvtier::policy {
+namespace {
+
+// One movable unit that some rule might move, in 24 bytes (there may be millions).
+// `key` orders it: for demotion coldest first (heat bits, then older last
+// access), for promotion hottest first. The node rides in the page offset bits
+// of the start address.
+struct Cand {
+  std::uint64_t key = 0;
+  std::uint64_t start_node = 0;
+  std::uint32_t target = 0;
+  std::uint32_t pages = 0;
+
+  static Cand make(std::uint64_t key, std::uint64_t start, int node, std::uint32_t target,
+                   std::uint32_t pages) {
+    return Cand{.key = key,
+                .start_node = start | static_cast<std::uint64_t>(node),
+                .target = target,
+                .pages = pages};
+  }
+  [[nodiscard]] std::uint64_t start() const { return start_node & ~(kPageSize - 1); }
+  [[nodiscard]] std::int16_t node() const {
+    return static_cast<std::int16_t>(start_node & (kPageSize - 1));
+  }
+  [[nodiscard]] std::uint64_t bytes() const { return std::uint64_t{pages} * kPageSize; }
+  friend bool operator<(const Cand& a, const Cand& b) {
+    return std::tie(a.key, a.target, a.start_node) < std::tie(b.key, b.target, b.start_node);
+  }
+};
+static_assert(sizeof(Cand) == 24);
+
+// Keeps the k smallest candidates seen, in O(n) amortised time and O(k) memory:
+// the planner never takes more units than the budget holds pages.
+class Smallest {
+ public:
+  explicit Smallest(std::size_t k) : k_(std::max<std::size_t>(k, 1)) {}
+  void push(const Cand& c) {
+    if (full_ && (c.key > worst_.key || !(c < worst_))) return;
+    if (buf_.empty()) buf_.reserve(2 * k_ + 1024);
+    buf_.push_back(c);
+    if (buf_.size() >= 2 * k_ + 1024) shrink();
+  }
+  std::vector<Cand> sorted() && {
+    shrink();
+    std::sort(buf_.begin(), buf_.end());
+    buf_.shrink_to_fit();
+    return std::move(buf_);
+  }
+
+ private:
+  void shrink() {
+    if (buf_.size() <= k_) return;
+    std::nth_element(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(k_ - 1), buf_.end());
+    buf_.resize(k_);
+    worst_ = *std::max_element(buf_.begin(), buf_.end());
+    full_ = true;
+  }
+  std::size_t k_;
+  std::vector<Cand> buf_;
+  Cand worst_;
+  bool full_ = false;
+};
+
+// Heat and last access back from a demotion key.
+float key_heat(std::uint64_t key) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(key >> 32));
+}
+std::uint32_t key_access(std::uint64_t key) {
+  return static_cast<std::uint32_t>(key);
+}
+
+std::uint64_t heat_bits(float h) {
+  // Non-negative floats order like their bit patterns.
+  return std::bit_cast<std::uint32_t>(std::max(h, 0.0F));
+}
+
+enum class Why : std::uint8_t { kColdAge, kDramLimit, kKeepFree, kPromote };
+
+struct Chosen {
+  std::uint32_t target = 0;
+  std::uint64_t start = 0;
+  std::uint64_t bytes = 0;
+  std::int16_t from = -1;
+  std::int16_t to = -1;
+  Why why = Why::kColdAge;
+  float heat = 0.0F;
+  std::uint32_t last_access = 0;
+};
+
+struct GroupWork {
+  std::size_t index = 0;
+  const GroupConfig* cfg = nullptr;
+  std::uint64_t dram_use = 0;
+  Smallest cold;
+  Smallest warm;
+  Smallest hot;
+  bool watermark = false;
+  GroupWork(std::size_t i, const GroupConfig* c, std::size_t k)
+      : index(i), cfg(c), cold(k), warm(k), hot(k) {}
+};
+
+class Planner {
+ public:
+  explicit Planner(const Snapshot& s) : s_(s), topo_(*s.topology), budget_(s.budget_bytes) {
+    int max_id = 0;
+    for (const auto& n : topo_.nodes) max_id = std::max(max_id, n.id);
+    nodes_.resize(static_cast<std::size_t>(max_id) + 1);
+    for (const auto& n : topo_.nodes) {
+      Node& st = nodes_[static_cast<std::size_t>(n.id)];
+      st.present = true;
+      st.total = n.mem_total_bytes;
+      st.free = n.mem_free_bytes;
+      st.cpu = n.has_cpus();
+      st.demote_to = preferred_demotion_target(topo_, n.id).value_or(-1);
+    }
+    for (const auto& role : classify_nodes(topo_)) {
+      if (role.demotion_target) node(role.node)->slow = true;
+    }
+  }
+
+  Plan run() {
+    const std::size_t k = static_cast<std::size_t>(
+        std::min<std::uint64_t>(budget_ / kPageSize + 1, std::uint64_t{1} << 26));
+    groups_.reserve(s_.groups.size());
+    for (std::size_t i = 0; i < s_.groups.size(); ++i) groups_.emplace_back(i, &s_.groups[i], k);
+    for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
+
+    // Low priority gives DRAM up first and gets it back last; file order breaks ties.
+    std::vector<GroupWork*> up;
+    up.reserve(groups_.size());
+    for (auto& g : groups_) up.push_back(&g);
+    std::ranges::stable_sort(up, [](const GroupWork* a, const GroupWork* b) {
+      return a->cfg->priority < b->cfg->priority;
+    });
+    std::vector<GroupWork*> down(up.rbegin(), up.rend());
+    std::ranges::stable_sort(down, [](const GroupWork* a, const GroupWork* b) {
+      return a->cfg->priority > b->cfg->priority;
+    });
+
+    std::vector<std::vector<Cand>> cold(groups_.size());
+    std::vector<std::vector<bool>> cold_taken(groups_.size());
+    for (GroupWork* g : up) {
+      cold[g->index] = std::move(g->cold).sorted();
+      cold_taken[g->index].assign(cold[g->index].size(), false);
+      watermark(*g, cold[g->index], cold_taken[g->index]);
+    }
+    for (GroupWork* g : down) promote(*g);
+    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
+    return finish();
+  }
+
+ private:
+  struct Node {
+    bool present = false;
+    bool cpu = false;
+    bool slow = false;
+    int demote_to = -1;
+    std::uint64_t total = 0;
+    std::uint64_t free = 0;
+    bool full = false;  // a demotion to it did not fit: later ones would not either
+  };
+
+  Node* node(int id) {
+    if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size()) return nullptr;
+    Node* n = &nodes_[static_cast<std::size_t>(id)];
+    return n->present ? n : nullptr;
+  }
+
+  [[nodiscard]] bool is_slow(const GroupWork& g, int id) {
+    const Node* n = node(id);
+    return n->slow || (g.cfg->demotion_node && *g.cfg->demotion_node == id);
+  }
+
+  int demotion_dest(const GroupWork& g, int from) {
+    if (g.cfg->demotion_node) {
+      return node(*g.cfg->demotion_node) != nullptr && *g.cfg->demotion_node != from
+                 ? *g.cfg->demotion_node
+                 : -1;
+    }
+    return node(from)->demote_to;
+  }
+
+  int promotion_dest(const TargetView& t, int from) {
+    if (t.home_node && node(*t.home_node) != nullptr) return *t.home_node;
+    const NumaNode* n = topo_.find(from);
+    int best = -1;
+    int best_dist = std::numeric_limits<int>::max();
+    for (const auto& c : topo_.nodes) {
+      if (!c.has_cpus()) continue;
+      auto it = n->distance.find(c.id);
+      const int d = it == n->distance.end() ? std::numeric_limits<int>::max() - 1 : it->second;
+      if (d < best_dist) {
+        best = c.id;
+        best_dist = d;
+      }
+    }
+    return best;
+  }
+
+  void scan(std::uint32_t t) {
+    const TargetView& tv = s_.targets[t];
+    if (tv.heat == nullptr || tv.group >= groups_.size()) return;
+    GroupWork& g = groups_[tv.group];
+    const GroupPolicy& pol = g.cfg->policy;
+    g.watermark = pol.dram_limit.has_value() || pol.keep_free.has_value();
+    const std::uint32_t now_tick = to_tick(s_.now);
+    const auto demote_heat = static_cast<float>(pol.demote_heat);
+    const auto promote_heat = static_cast<float>(pol.promote_heat);
+    const bool cold_on = pol.cold_age.has_value();
+    const std::uint32_t cold_ticks =
+        cold_on ? static_cast<std::uint32_t>((*pol.cold_age + kTickNs - 1) / kTickNs) : 0;
+    const std::uint32_t residence_ticks =
+        static_cast<std::uint32_t>((pol.min_residence + kTickNs - 1) / kTickNs);
+    std::vector<AddrRange> exclude = pol.exclude;
+    std::ranges::sort(exclude, {}, &AddrRange::start);
+
+    // Per node, once: is it slow for this group, and where would it demote to.
+    std::vector<std::int8_t> slow_of(nodes_.size(), 0);
+    std::vector<std::int8_t> demotable(nodes_.size(), 0);
+    for (std::size_t id = 0; id < nodes_.size(); ++id) {
+      if (!nodes_[id].present) continue;
+      slow_of[id] = is_slow(g, static_cast<int>(id)) ? 1 : 0;
+      demotable[id] = demotion_dest(g, static_cast<int>(id)) >= 0 ? 1 : 0;
+    }
+    std::vector<std::int8_t> present(nodes_.size(), 0);
+    for (std::size_t id = 0; id < nodes_.size(); ++id) present[id] = nodes_[id].present ? 1 : 0;
+    const std::size_t nnodes = nodes_.size();
+    std::uint64_t dram_use = 0;
+
+    // Called for every page: inlined, with everything it reads in locals.
+    tv.heat->for_each_unit(
+        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
+          const auto id = static_cast<std::size_t>(u.node);
+          // Unknown residency (-1 wraps too): nothing to decide.
+          if (id >= nnodes || present[id] == 0) return;
+          const bool slow = slow_of[id] != 0;
+          if (!slow) dram_use += u.range.bytes();
+          if (u.last_moved != 0 && now_tick - std::min(now_tick, u.last_moved) < residence_ticks) {
+            return;
+          }
+          if (!exclude.empty()) {
+            auto it = std::ranges::upper_bound(exclude, u.range.start, {}, &AddrRange::start);
+            if (it != exclude.end() && it->start < u.range.end) return;
+            if (it != exclude.begin() && std::prev(it)->end > u.range.start) return;
+          }
+          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
+          if (!slow) {
+            if (u.heat > demote_heat || demotable[id] == 0) return;
+            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
+                                      u.node, t, pages);
+            const bool cold =
+                cold_on && now_tick >= u.last_access && now_tick - u.last_access >= cold_ticks;
+            if (cold) {
+              g.cold.push(c);
+            } else if (g.watermark) {
+              g.warm.push(c);
+            }
+          } else if (pol.promote && u.heat >= promote_heat) {
+            g.hot.push(Cand::make(
+                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                u.range.start, u.node, t, pages));
+          }
+        });
+    g.dram_use += dram_use;
+  }
+
+  // Takes c to `to` if the budget and the destination allow; false if not.
+  bool take(const Cand& c, int to, Why why, bool demotion) {
+    if (budget_out_) return false;
+    Node* dst = node(to);
+    Node* src = node(c.node());
+    const std::uint64_t bytes = c.bytes();
+    if (bytes > budget_) {
+      budget_out_ = true;
+      return false;
+    }
+    if (dst == nullptr || dst->full) return false;
+    const bool room_free = dst->free >= bytes && dst->free - bytes >= s_.limits.min_free;
+    bool room_fill = true;
+    if (demotion) {
+      const std::uint64_t used_after = dst->total - std::min(dst->total, dst->free) + bytes;
+      room_fill = static_cast<long double>(used_after) <=
+                  static_cast<long double>(s_.limits.cxl_fill_max) * dst->total;
+    }
+    if (!room_free || !room_fill) {
+      if (demotion) dst->full = true;
+      return false;
+    }
+    budget_ -= bytes;
+    dst->free -= bytes;
+    src->free += bytes;
+    // Promotion keys are inverted (hottest first).
+    const std::uint64_t key = demotion ? c.key : ~c.key;
+    chosen_.push_back(Chosen{.target = c.target,
+                             .start = c.start(),
+                             .bytes = bytes,
+                             .from = c.node(),
+                             .to = static_cast<std::int16_t>(to),
+                             .why = why,
+                             .heat = key_heat(key),
+                             .last_access = key_access(key)});
+    return true;
+  }
+
+  void watermark(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& cold_taken) {
+    if (!g.watermark) return;
+    const GroupPolicy& pol = g.cfg->policy;
+    std::uint64_t over =
+        pol.dram_limit && g.dram_use > *pol.dram_limit ? g.dram_use - *pol.dram_limit : 0;
+    auto short_of = [&](int id) -> std::uint64_t {
+      const Node* n = node(id);
+      return pol.keep_free && n->free < *pol.keep_free ? *pol.keep_free - n->free : 0;
+    };
+    const std::vector<Cand> warm = std::move(g.warm).sorted();
+    std::size_t ci = 0;
+    std::size_t wi = 0;
+    while (ci < cold.size() || wi < warm.size()) {
+      const bool from_cold = wi >= warm.size() || (ci < cold.size() && cold[ci] < warm[wi]);
+      const Cand& c = from_cold ? cold[ci] : warm[wi];
+      const std::size_t cold_index = ci;
+      (from_cold ? ci : wi)++;
+      const std::uint64_t short_here = short_of(c.node());
+      if (over == 0 && short_here == 0) continue;
+      const Why why = over > 0 ? Why::kDramLimit : Why::kKeepFree;
+      if (!take(c, demotion_dest(g, c.node()), why, true)) {
+        if (budget_out_) break;
+        continue;
+      }
+      if (from_cold) cold_taken[cold_index] = true;
+      over -= std::min(over, c.bytes());
+      g.dram_use -= c.bytes();
+    }
+    if (over > 0) {
+      notes_.push_back(fmt::format("group {}: DRAM use is {} above dram_limit {}: {}", g.cfg->name,
+                                   format_size(over), format_size(*pol.dram_limit),
+                                   budget_out_ ? "migration budget exhausted"
+                                               : "nothing colder than demote_heat left to demote"));
+    }
+  }
+
+  void promote(GroupWork& g) {
+    const GroupPolicy& pol = g.cfg->policy;
+    std::vector<Cand> hot = std::move(g.hot).sorted();
+    std::size_t left = 0;
+    for (const Cand& c : hot) {
+      if (budget_out_) {
+        ++left;
+        continue;
+      }
+      const int to = promotion_dest(s_.targets[c.target], c.node());
+      const Node* dst = node(to);
+      if (dst == nullptr) continue;
+      // Promotion must not undo the watermark.
+      if (pol.dram_limit && g.dram_use + c.bytes() > *pol.dram_limit) {
+        ++left;
+        continue;
+      }
+      if (pol.keep_free && (dst->free < c.bytes() || dst->free - c.bytes() < *pol.keep_free)) {
+        ++left;
+        continue;
+      }
+      if (take(c, to, Why::kPromote, false)) {
+        g.dram_use += c.bytes();
+      } else {
+        ++left;
+      }
+    }
+    if (left > 0) {
+      notes_.push_back(fmt::format(
+          "group {}: {} hot range(s) stay on the slow node: {}", g.cfg->name, left,
+          budget_out_ ? "migration budget exhausted" : "no room in DRAM within the limits"));
+    }
+  }
+
+  void cold_age(GroupWork& g, const std::vector<Cand>& cold, const std::vector<bool>& taken) {
+    for (std::size_t i = 0; i < cold.size() && !budget_out_; ++i) {
+      if (!taken[i]) take(cold[i], demotion_dest(g, cold[i].node()), Why::kColdAge, true);
+    }
+  }
+
+  std::string describe(const Chosen& c, std::uint64_t bytes, float max_heat,
+                       std::uint32_t newest_access) {
+    const TargetView& tv = s_.targets[c.target];
+    const GroupConfig& g = s_.groups[tv.group];
+    const std::uint32_t now_tick = to_tick(s_.now);
+    const TimeNs idle = from_tick(now_tick - std::min(now_tick, newest_access));
+    const std::string size = format_size(bytes);
+    switch (c.why) {
+      case Why::kColdAge:
+        return fmt::format("idle {} >= cold_age {}; heat {:.2f}/s <= demote_heat {:.2f}/s; {}",
+                           format_duration(idle), format_duration(*g.policy.cold_age), max_heat,
+                           g.policy.demote_heat, size);
+      case Why::kDramLimit:
+        return fmt::format(
+            "group {} DRAM use above dram_limit {}: coldest first; heat {:.2f}/s; {}", g.name,
+            format_size(*g.policy.dram_limit), max_heat, size);
+      case Why::kKeepFree:
+        return fmt::format("node {} free below keep_free {}: coldest first; heat {:.2f}/s; {}",
+                           c.from, format_size(*g.policy.keep_free), max_heat, size);
+      case Why::kPromote:
+        return fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s on slow node {}; {}", max_heat,
+                           g.policy.promote_heat, c.from, size);
+    }
+    return "";
+  }
+
+  Plan finish() {
+    Plan out;
+    std::ranges::sort(chosen_, [](const Chosen& a, const Chosen& b) {
+      return std::tie(a.target, a.start) < std::tie(b.target, b.start);
+    });
+    // Neighbouring units that move alike become one range.
+    for (std::size_t i = 0; i < chosen_.size();) {
+      const Chosen& first = chosen_[i];
+      std::uint64_t end = first.start + first.bytes;
+      float max_heat = first.heat;
+      std::uint32_t newest = first.last_access;
+      std::size_t j = i + 1;
+      for (; j < chosen_.size(); ++j) {
+        const Chosen& c = chosen_[j];
+        if (c.target != first.target || c.start != end || c.from != first.from ||
+            c.to != first.to || c.why != first.why) {
+          break;
+        }
+        end += c.bytes;
+        max_heat = std::max(max_heat, c.heat);
+        newest = std::max(newest, c.last_access);
+      }
+      const TargetView& tv = s_.targets[first.target];
+      const MoveReason reason = first.why == Why::kColdAge   ? MoveReason::kColdAge
+                                : first.why == Why::kPromote ? MoveReason::kHotPromotion
+                                                             : MoveReason::kWatermark;
+      (reason == MoveReason::kHotPromotion ? out.promote_bytes : out.demote_bytes) +=
+          end - first.start;
+      out.moves.push_back(PlannedMove{.pid = tv.pid,
+                                      .range = {first.start, end},
+                                      .from_node = first.from,
+                                      .to_node = first.to,
+                                      .reason = reason,
+                                      .heat = max_heat,
+                                      .why = describe(first, end - first.start, max_heat, newest)});
+      i = j;
+    }
+    if (budget_out_) {
+      notes_.push_back(fmt::format("migration budget exhausted ({} left): the rest waits",
+                                   format_size(budget_)));
+    }
+    for (const auto& n : nodes_) {
+      if (n.full) {
+        notes_.push_back(fmt::format(
+            "a demotion node reached its fill limit (cxl_fill_max {:.0f}%, min_free {})",
+            s_.limits.cxl_fill_max * 100, format_size(s_.limits.min_free)));
+        break;
+      }
+    }
+    out.notes = std::move(notes_);
+    return out;
+  }
+
+  const Snapshot& s_;
+  const Topology& topo_;
+  std::uint64_t budget_;
+  bool budget_out_ = false;
+  std::vector<Node> nodes_;
+  std::vector<GroupWork> groups_;
+  std::vector<Chosen> chosen_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace
+
+Plan plan(const Snapshot& snap) {
+  if (snap.topology == nullptr) {
+    Plan p;
+    p.notes.emplace_back("no topology in the snapshot: nothing planned");
+    return p;
+  }
+  return Planner(snap).run();
+}
+
+}  // namespace kvtier::policy

@@ -1,0 +1,54 @@
+#pragma once
+// The planner: plan(Snapshot) -> Plan, a pure and deterministic function.
+//
+// Per target group, three rules, applied in this order against one shared
+// migration budget:
+//   1. DRAM watermark: while the group's DRAM use is above dram_limit, or a DRAM
+//      node has less than keep_free free, demote the group's coldest ranges
+//      (lowest priority group first).
+//   2. Hot promotion: ranges on a demotion node with heat >= promote_heat come
+//      back to their home node, hottest first (highest priority group first),
+//      as long as that keeps DRAM within dram_limit / keep_free / min_free.
+//   3. Cold-age demotion: ranges idle for cold_age or more go to the demotion
+//      node, coldest first (lowest priority group first).
+// Nothing hotter than demote_heat is demoted and promote_heat > demote_heat
+// (the config enforces it), so nothing ping-pongs; nothing moved less than
+// min_residence ago moves; excluded ranges and ranges on unknown nodes never
+// move; a huge page moves as one 2 MiB unit. Demotions stop at the demotion
+// node's fill limit (limits.cxl_fill_max) and every destination keeps
+// limits.min_free. When a range does not fit in the remaining budget, planning
+// stops there (coldest-/hottest-first order is never broken to fill the gap).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::policy {
+
+struct TargetView {
+  Pid pid = 0;
+  std::size_t group = 0;            // index into Snapshot::groups
+  const HeatTable* heat = nullptr;  // its ranges: heat, last access/move, node
+  // Where promotions go; default: the CPU node nearest to the range's node.
+  std::optional<int> home_node;
+};
+
+struct Snapshot {
+  // Nodes with current mem_total_bytes / mem_free_bytes (free memory per node).
+  const Topology* topology = nullptr;
+  std::span<const GroupConfig> groups;  // Config::groups
+  LimitsConfig limits;                  // Config::limits
+  std::vector<TargetView> targets;
+  TimeNs now = 0;                  // CLOCK_MONOTONIC, the heat tables' clock
+  std::uint64_t budget_bytes = 0;  // what may move now (TokenBucket::available())
+};
+
+Plan plan(const Snapshot& snap);
+
+}  // namespace kvtier::policy

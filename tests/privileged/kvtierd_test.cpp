@@ -1,0 +1,237 @@
+// kvtierd and kvtierctl as programs: config check, capability failure,
+// start, status, reload (good and bad), SIGTERM, kv-size.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "daemon_test_util.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+const std::string kBin = std::string(KVTIER_BUILD_DIR) + "/agent/";
+
+struct Run {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Run run(const std::string& cmd) {
+  Run r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// kvtierd in the background, stderr to a file.
+struct Kvtierd {
+  pid_t pid = -1;
+  std::filesystem::path log;
+  Kvtierd(const std::vector<std::string>& args, const std::filesystem::path& logfile)
+      : log(logfile) {
+    pid = fork();
+    if (pid == 0) {
+      const int fd = open(logfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, STDERR_FILENO);
+      dup2(fd, STDOUT_FILENO);
+      std::vector<char*> argv;
+      std::string bin = kBin + "kvtierd";
+      argv.push_back(bin.data());
+      std::vector<std::string> copy = args;
+      for (auto& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  // Exit status, or -1 if it did not exit within `timeout`.
+  int wait_exit(std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    int st = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+  ~Kvtierd() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  Kvtierd(const Kvtierd&) = delete;
+  Kvtierd& operator=(const Kvtierd&) = delete;
+};
+
+bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds timeout = 5s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return cond();
+}
+
+TEST(Kvtierd, CheckConfigValidInvalidMissing) {
+  TempDir dir;
+  std::ofstream(dir.path / "good.toml") << "# defaults\n[daemon]\n";
+  std::ofstream(dir.path / "bad.toml") << "[daemon]\ninterval = \n";
+  auto r = run(kBin + "kvtierd --check-config --config " + (dir.path / "good.toml").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("configuration valid"), std::string::npos);
+  r = run(kBin + "kvtierd --check-config --config " + (dir.path / "bad.toml").string());
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("bad.toml:2:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<3>"), std::string::npos) << "no journal prefix for a person";
+  r = run(kBin + "kvtierd --check-config --config " + (dir.path / "none.toml").string());
+  EXPECT_EQ(r.code, 3) << r.out;
+  EXPECT_NE(r.out.find("none.toml: cannot read: No such file or directory"), std::string::npos)
+      << r.out;
+  r = run(kBin + "kvtierd --no-such-flag");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+TEST(Kvtierd, MissingCapabilityIsNamedAndExits4) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run kvtierd with a reduced bounding set";
+  if (run("command -v setpriv").code != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  TempDir dir;
+  std::ofstream(dir.path / "k.toml") << "\n";
+  // As root, execve grants exactly the bounding set: drop CAP_BPF from it.
+  auto r = run("setpriv --bounding-set=-bpf " + kBin + "kvtierd --foreground --config " +
+               (dir.path / "k.toml").string() + " --socket " + (dir.path / "s.sock").string());
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("missing capabilities: CAP_BPF ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("CAP_PERFMON"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "s.sock"));
+}
+
+TEST(Kvtierd, RunsAnswersReloadsAndStopsOnSigterm) {
+  if (geteuid() != 0) GTEST_SKIP() << "kvtierd requires CAP_BPF and CAP_PERFMON";
+  TempDir dir;
+  const auto conf = dir.path / "k.toml";
+  const auto sock = dir.path / "kvtierd.sock";
+  std::ofstream(conf) << "# valid\n";
+  Kvtierd d({"--foreground", "--config", conf.string(), "--socket", sock.string()},
+            dir.path / "log");
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(sock); })) << slurp(d.log);
+
+  const std::string ctl = kBin + "kvtierctl --socket " + sock.string() + " ";
+  auto r = run(ctl + "status");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("kvtierd " KVTIER_VERSION " (pid " + std::to_string(d.pid) + ")"),
+            std::string::npos)
+      << r.out;
+  r = run(ctl + "pause");
+  EXPECT_EQ(r.out, "paused: no pages move until `kvtierctl resume`\n");
+  r = run(ctl + "status --json");
+  EXPECT_NE(r.out.find("\"paused\": true"), std::string::npos) << r.out;
+  r = run(ctl + "resume");
+  EXPECT_EQ(r.out, "resumed: pages move again\n");
+  r = run(ctl + "dump --json");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("\"kvtier_node_memory_free_bytes\""), std::string::npos) << r.out;
+
+  // A good reload, then a bad one: the daemon keeps running on the old config.
+  ASSERT_EQ(kill(d.pid, SIGHUP), 0);
+  ASSERT_TRUE(wait_for([&] {
+    return slurp(d.log).find("configuration reloaded") != std::string::npos;
+  })) << slurp(d.log);
+  std::ofstream(conf) << "[daemon\n";
+  ASSERT_EQ(kill(d.pid, SIGHUP), 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(d.log).find("reload rejected") != std::string::npos; }))
+      << slurp(d.log);
+  EXPECT_NE(slurp(d.log).find("reload: " + conf.string() + ":1:"), std::string::npos)
+      << slurp(d.log);
+  r = run(ctl + "status");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(1 rejected)"), std::string::npos) << r.out;
+
+  ASSERT_EQ(kill(d.pid, SIGTERM), 0);
+  EXPECT_EQ(d.wait_exit(5s), 0) << slurp(d.log);
+  EXPECT_FALSE(std::filesystem::exists(sock));
+  EXPECT_NE(slurp(d.log).find("SIGTERM: stopping"), std::string::npos);
+
+  r = run(ctl + "status");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.out, "kvtierctl status: cannot connect to " + sock.string() +
+                       ": No such file or directory (is kvtierd running?)\n");
+}
+
+TEST(Kvtierctl, KvSizeMatchesTheIssueFigures) {
+  const std::string ctl = kBin + "kvtierctl ";
+  auto r = run(ctl + "kv-size --model llama3-70b-mha --tokens 64K");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("KV cache   160 GiB"), std::string::npos) << r.out;
+  r = run(ctl + "kv-size --layers 80 --kv-heads 64 --head-dim 128 --tokens 128K --json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"total_bytes\": 343597383680"), std::string::npos) << r.out;
+  r = run(ctl + "kv-size --model llama3-70b --tokens 1");
+  EXPECT_NE(r.out.find("per token  320 KiB"), std::string::npos) << r.out;
+  r = run(ctl + "kv-size --model nosuch --tokens 1");
+  EXPECT_EQ(r.code, 2);
+  r = run(ctl + "kv-size --model llama3-8b");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tokens is required"), std::string::npos);
+}
+
+TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
+  // Built in a temp dir: node 0 DRAM with CPUs, node 1 memory-only in a lower tier.
+  TempDir dir;
+  const auto n = dir.path / "sys/devices/system/node";
+  std::filesystem::create_directories(n / "node0");
+  std::filesystem::create_directories(n / "node1");
+  std::filesystem::create_directories(dir.path / "sys/devices/virtual/memory_tiering/memory_tier4");
+  std::filesystem::create_directories(dir.path /
+                                      "sys/devices/virtual/memory_tiering/memory_tier22");
+  std::ofstream(n / "online") << "0-1\n";
+  std::ofstream(n / "possible") << "0-1\n";
+  std::ofstream(n / "has_cpu") << "0\n";
+  std::ofstream(n / "has_memory") << "0-1\n";
+  std::ofstream(n / "node0/cpulist") << "0-3\n";
+  std::ofstream(n / "node1/cpulist") << "\n";
+  std::ofstream(n / "node0/distance") << "10 20\n";
+  std::ofstream(n / "node1/distance") << "20 10\n";
+  std::ofstream(n / "node0/meminfo") << "Node 0 MemTotal:       67108864 kB\n"
+                                        "Node 0 MemFree:        33554432 kB\n";
+  std::ofstream(n / "node1/meminfo") << "Node 1 MemTotal:       134217728 kB\n"
+                                        "Node 1 MemFree:        134217728 kB\n";
+  std::ofstream(dir.path / "sys/devices/virtual/memory_tiering/memory_tier4/nodelist") << "0\n";
+  std::ofstream(dir.path / "sys/devices/virtual/memory_tiering/memory_tier22/nodelist") << "1\n";
+  auto r = run(kBin + "kvtierctl --root " + dir.path.string() +
+               " kv-size --model llama3-70b-mha --tokens 64K --dram-budget 16G");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("DRAM (node 0)        16 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CXL (node 1)         128 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("does not fit         16 GiB"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace kvtier::agent

@@ -1,0 +1,245 @@
+// Privileged tests of the BPF hotness sources on the running kernel (root).
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "agent/sources/damon_source.hpp"
+#include "agent/sources/fault_sampler.hpp"
+#include "agent/sources/migration_counter.hpp"
+#include "agent/sources/pmu_sampler.hpp"
+#include "agent/sources/process_watcher.hpp"
+#include "privileged/toucher.hpp"
+
+extern char** environ;
+
+namespace kvtier {
+namespace {
+
+using agent::HostPaths;
+using agent::SourceBatch;
+using testing::Toucher;
+
+#define REQUIRE_ROOT() \
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (loads BPF programs on the kernel)"
+
+TimeNs now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
+}
+
+// Every page the source reported for `pid`, with its summed weight; and
+// whether any other pid showed up.
+struct Seen {
+  std::map<std::uint64_t, std::uint64_t> pages;
+  std::set<Pid> other_pids;
+};
+Seen split(const SourceBatch& b, Pid pid) {
+  Seen s;
+  for (const auto& x : b.samples) {
+    if (x.pid == pid) {
+      s.pages[x.addr] += x.weight;
+    } else {
+      s.other_pids.insert(x.pid);
+    }
+  }
+  return s;
+}
+
+void expect_exactly_touched(agent::HotnessSource& src, SourceKind kind) {
+  Toucher child(1000, 2);
+  ASSERT_TRUE(child.ready());
+  const Pid pid = child.pid();
+  ASSERT_TRUE(src.set_targets(std::span<const Pid>(&pid, 1)));
+  SourceBatch before;
+  ASSERT_TRUE(src.collect(now_ns(), before));  // anything from before the touch
+  const TimeNs t0 = now_ns();
+  ASSERT_TRUE(child.touch());
+  SourceBatch batch;
+  auto ok = src.collect(now_ns(), batch);
+  ASSERT_TRUE(ok) << ok.error().message;
+  const Seen seen = split(batch, pid);
+  EXPECT_TRUE(seen.other_pids.empty())
+      << "samples from " << seen.other_pids.size() << " other processes";
+  std::set<std::uint64_t> got;
+  for (const auto& [addr, weight] : seen.pages) {
+    got.insert(addr);
+    EXPECT_EQ(weight, 1U) << std::hex << addr;
+  }
+  EXPECT_EQ(got, child.touched_pages());
+  for (const auto& x : batch.samples) {
+    EXPECT_EQ(x.source, kind);
+    EXPECT_GE(x.time, t0);
+  }
+  // Touching again faults no more: the pages are present now.
+  ASSERT_TRUE(child.touch());
+  SourceBatch again;
+  ASSERT_TRUE(src.collect(now_ns(), again));
+  EXPECT_TRUE(split(again, pid).pages.empty());
+}
+
+TEST(PmuSampler, SoftwarePageFaultsReportExactlyTheTouchedPages) {
+  REQUIRE_ROOT();
+  agent::PmuSampler s(
+      HostPaths{},
+      agent::PmuOptions{
+          .events = agent::PmuEventChoice::kSoftware, .sample_period = 1, .adaptive = false},
+      "pmu-soft");
+  const auto a = s.probe();
+  ASSERT_TRUE(a.ok) << a.why;
+  auto ok = s.start();
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_TRUE(s.event().has_value());
+  EXPECT_EQ(s.event()->kind, agent::PmuEventKind::kSoftwarePageFaults);
+  expect_exactly_touched(s, SourceKind::kPmu);
+  auto st = s.stats();
+  ASSERT_TRUE(st);
+  EXPECT_GE(st->matched, 500U);
+  EXPECT_GE(st->events, st->matched);
+}
+
+TEST(FaultSampler, PageFaultTracepointReportsExactlyTheTouchedPages) {
+  REQUIRE_ROOT();
+  agent::FaultSampler s(HostPaths{}, agent::FaultOptions{});
+  const auto a = s.probe();
+  ASSERT_TRUE(a.ok) << a.why;
+  auto ok = s.start();
+  ASSERT_TRUE(ok) << ok.error().message;
+  expect_exactly_touched(s, SourceKind::kFault);
+}
+
+TEST(FaultSampler, PagesOfARemovedTargetAreDeleted) {
+  REQUIRE_ROOT();
+  agent::FaultSampler s(HostPaths{}, agent::FaultOptions{});
+  ASSERT_TRUE(s.start());
+  Toucher a(200, 1);
+  Toucher b(100, 1);
+  ASSERT_TRUE(a.ready() && b.ready());
+  const std::vector<Pid> both = {a.pid(), b.pid()};
+  ASSERT_TRUE(s.set_targets(both));
+  ASSERT_TRUE(a.touch());
+  ASSERT_TRUE(b.touch());
+  const Pid gone = a.pid();
+  a.finish();
+  // The daemon drops an exited target; its entries must go with it.
+  const std::vector<Pid> left = {b.pid()};
+  ASSERT_TRUE(s.set_targets(left));
+  SourceBatch batch;
+  ASSERT_TRUE(s.collect(now_ns(), batch));
+  EXPECT_TRUE(split(batch, gone).pages.empty());
+  EXPECT_EQ(split(batch, b.pid()).pages.size(), 100U);
+}
+
+TEST(ProcessWatcher, SeesForkExecAndExitOfAChild) {
+  REQUIRE_ROOT();
+  agent::ProcessWatcher w(HostPaths{});
+  const auto a = w.probe();
+  ASSERT_TRUE(a.ok) << a.why;
+  auto ok = w.start();
+  ASSERT_TRUE(ok) << ok.error().message;
+  pid_t child = 0;
+  char arg0[] = "false";
+  char* argv[] = {arg0, nullptr};
+  ASSERT_EQ(posix_spawn(&child, "/bin/false", nullptr, nullptr, argv, environ), 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  bool fork_seen = false;
+  bool exec_seen = false;
+  bool exit_seen = false;
+  std::vector<agent::ProcEvent> events;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!exit_seen && std::chrono::steady_clock::now() < deadline) {
+    events.clear();
+    ASSERT_TRUE(w.poll(100, events));
+    for (const auto& e : events) {
+      if (e.pid != child) continue;
+      if (e.kind == agent::ProcEventKind::kFork) {
+        fork_seen = true;
+        EXPECT_EQ(e.ppid, getpid());
+      }
+      if (e.kind == agent::ProcEventKind::kExec) {
+        exec_seen = true;
+        EXPECT_EQ(e.comm, "false");
+      }
+      if (e.kind == agent::ProcEventKind::kExit) {
+        exit_seen = true;
+        EXPECT_EQ(e.comm, "false");
+        EXPECT_EQ(e.exit_code, 1U << 8) << "exit status 1";
+      }
+    }
+  }
+  EXPECT_TRUE(fork_seen);
+  EXPECT_TRUE(exec_seen);
+  EXPECT_TRUE(exit_seen);
+  auto dropped = w.dropped();
+  ASSERT_TRUE(dropped);
+  EXPECT_EQ(*dropped, 0U);
+}
+
+TEST(ProcessWatcher, ThreadsAreNotProcesses) {
+  REQUIRE_ROOT();
+  agent::ProcessWatcher w(HostPaths{});
+  ASSERT_TRUE(w.start());
+  std::thread t([] {});
+  t.join();
+  std::vector<agent::ProcEvent> events;
+  ASSERT_TRUE(w.poll(200, events));
+  for (const auto& e : events) {
+    EXPECT_FALSE(e.pid == getpid()) << to_string(e.kind) << " event for a thread of this test";
+  }
+}
+
+TEST(MigrationCounter, LoadsAndCountsCompactionMigrations) {
+  REQUIRE_ROOT();
+  agent::MigrationCounter m(HostPaths{});
+  const auto a = m.probe();
+  ASSERT_TRUE(a.ok) << a.why;
+  auto ok = m.start();
+  ASSERT_TRUE(ok) << ok.error().message;
+  auto before = m.read();
+  ASSERT_TRUE(before);
+  // Compaction migrates movable pages on any machine, one node or many.
+  {
+    Toucher frag(4096, 2);  // every other page: leaves holes to compact
+    ASSERT_TRUE(frag.ready());
+    ASSERT_TRUE(frag.touch());
+    FILE* f = fopen("/proc/sys/vm/compact_memory", "w");
+    ASSERT_NE(f, nullptr);
+    fputs("1", f);
+    fclose(f);
+  }
+  auto after = m.read();
+  ASSERT_TRUE(after);
+  const auto& c = after->by_reason.at(0);  // KVT_MR_COMPACTION
+  if (c.calls == before->by_reason.at(0).calls) {
+    GTEST_SKIP() << "compaction found nothing to migrate on this host";
+  }
+  const auto& b = before->by_reason.at(0);
+  EXPECT_GT(c.succeeded + c.failed, b.succeeded + b.failed) << "calls without pages";
+  EXPECT_GE(after->total().calls - before->total().calls, c.calls - b.calls);
+}
+
+TEST(DamonSource, ProgramLoadsAndAttaches) {
+  REQUIRE_ROOT();
+  agent::DamonSource d(HostPaths{}, agent::DamonOptions{});
+  // The reader attaches wherever the tracepoint exists, even where DAMON
+  // cannot monitor virtual addresses (the kdamond is only started with targets).
+  auto ok = d.start();
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(d.program_fds().size(), 1U);
+  SourceBatch b;
+  ASSERT_TRUE(d.collect(now_ns(), b));
+  EXPECT_TRUE(b.regions.empty());
+  d.stop();
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "policy/heat.hpp"
+
+namespace kvtier::policy {
+namespace {
+
+constexpr TimeNs kSec = 1'000'000'000;
+constexpr std::uint64_t kBase = 0x7f0000000000;
+
+TEST(Decay, HalvesEveryHalfLifeAndReachesZero) {
+  const Decay d(10 * kSec);
+  EXPECT_FLOAT_EQ(d.factor(0), 1.0F);
+  EXPECT_NEAR(d.factor(100), 0.5F, 1e-6);  // 100 ticks = 10 s
+  EXPECT_NEAR(d.factor(250), std::exp2(-2.5), 1e-6);
+  EXPECT_NEAR(d.factor(3000), std::exp2(-30.0), 1e-15);  // across the two tables
+  EXPECT_EQ(d.factor(4001), 0.0F);                       // past 40 half-lives
+  EXPECT_NEAR(d.per_event(), std::log(2.0) / 10.0, 1e-7);
+  const Decay long_hl(24 * 3600 * kSec);
+  EXPECT_NEAR(long_hl.factor(864000), 0.5F, 1e-5);
+  EXPECT_NEAR(long_hl.factor(864000 * 3 + 7), 0.125F, 1e-5);
+}
+
+TEST(Heat, SteadyPointSamplesConvergeToTheAccessRate) {
+  HeatTable t({.half_life = 5 * kSec});
+  // 100 accesses/s, sampled every 1000 events: a sample of weight 1000 every 10 s.
+  for (TimeNs now = 0; now <= 200 * kSec; now += 10 * kSec) {
+    t.add(AccessSample{.addr = kBase + 10, .time = now, .weight = 1000});
+  }
+  // Just after a sample the EWMA sits above the rate, just before the next below.
+  const float just_after = t.at(kBase, 200 * kSec)->heat;
+  const float just_before = t.at(kBase, 210 * kSec - 1)->heat;
+  EXPECT_GT(just_after, 100.0F);
+  EXPECT_LT(just_before, 100.0F);
+  EXPECT_NEAR((just_after + just_before) / 2, 100.0, 25.0);
+}
+
+TEST(Heat, RegionReportsAndSamplesGiveTheSameFigure) {
+  // 20 accesses per 100 ms interval on every page = 200/s.
+  HeatTable regions({.half_life = 2 * kSec});
+  HeatTable pages({.half_life = 2 * kSec});
+  const AddrRange r{kBase, kBase + 16 * kPageSize};
+  for (TimeNs now = 0; now <= 30 * kSec; now += kSec / 10) {
+    regions.add(RegionAccess{.range = r, .nr_accesses = 20, .max_nr_accesses = 20, .time = now});
+    for (std::uint64_t p = r.start; p < r.end; p += kPageSize) {
+      pages.add(AccessSample{.addr = p, .time = now, .weight = 20});
+    }
+  }
+  const float from_regions = regions.at(kBase + 5 * kPageSize, 30 * kSec)->heat;
+  const float from_samples = pages.at(kBase + 5 * kPageSize, 30 * kSec)->heat;
+  EXPECT_NEAR(from_regions, 200.0F, 10.0F);
+  EXPECT_FLOAT_EQ(from_regions, from_samples);
+}
+
+TEST(Heat, DecayIsLazyAndLastAccessIsKept) {
+  HeatTable t({.half_life = 10 * kSec});
+  t.add(AccessSample{.addr = kBase, .time = 100 * kSec, .weight = 10});
+  const float h0 = t.at(kBase, 100 * kSec)->heat;
+  EXPECT_NEAR(h0, 10 * std::log(2.0) / 10, 1e-5);
+  EXPECT_NEAR(t.at(kBase, 120 * kSec)->heat, h0 / 4, 1e-5);
+  EXPECT_EQ(t.at(kBase, 120 * kSec)->last_access, to_tick(100 * kSec));
+  // A late sample counts, decayed, and does not move last_access back.
+  t.add(AccessSample{.addr = kBase, .time = 90 * kSec, .weight = 10});
+  EXPECT_NEAR(t.at(kBase, 100 * kSec)->heat, h0 * 1.5, 1e-5);
+  EXPECT_EQ(t.at(kBase, 100 * kSec)->last_access, to_tick(100 * kSec));
+}
+
+TEST(Heat, TrackMoveAndUntrack) {
+  HeatTable t;
+  t.track({kBase, kBase + 3 * kHugePageSize}, 0, 5 * kSec);
+  EXPECT_EQ(t.tracked_bytes(), 3 * kHugePageSize);
+  EXPECT_EQ(t.at(kBase + kHugePageSize, 9 * kSec)->node, 0);
+  EXPECT_EQ(t.at(kBase, 9 * kSec)->last_access, to_tick(5 * kSec));  // idle since tracking
+  EXPECT_EQ(t.at(kBase, 9 * kSec)->last_moved, 0U);
+  t.mark_moved({kBase, kBase + kPageSize}, 1, 7 * kSec);
+  EXPECT_EQ(t.at(kBase, 9 * kSec)->node, 1);
+  EXPECT_EQ(t.at(kBase, 9 * kSec)->last_moved, to_tick(7 * kSec));
+  EXPECT_EQ(t.at(kBase + kPageSize, 9 * kSec)->node, 0);
+  t.set_node({kBase + kPageSize, kBase + 3 * kPageSize}, 1);
+  EXPECT_EQ(t.at(kBase + 2 * kPageSize, 9 * kSec)->node, 1);
+  EXPECT_EQ(t.at(kBase + 2 * kPageSize, 9 * kSec)->last_moved, 0U);
+  t.untrack({kBase, kBase + kHugePageSize + kPageSize});
+  EXPECT_FALSE(t.at(kBase, 9 * kSec));
+  EXPECT_FALSE(t.at(kBase + kHugePageSize, 9 * kSec));
+  EXPECT_TRUE(t.at(kBase + kHugePageSize + kPageSize, 9 * kSec));
+  EXPECT_EQ(t.tracked_bytes(), 2 * kHugePageSize - kPageSize);
+  // set_node never starts tracking.
+  t.set_node({kBase, kBase + kPageSize}, 0);
+  EXPECT_FALSE(t.at(kBase, 9 * kSec));
+}
+
+TEST(Heat, AtMostSixteenBytesPerTrackedPage) {
+  HeatTable t;
+  const std::uint64_t pages = 64 * kPagesPerChunk;
+  t.track({kBase, kBase + pages * kPageSize}, 0, kSec);
+  EXPECT_LE(static_cast<double>(t.memory_bytes()) / static_cast<double>(pages), 16.2);
+  HeatTable r({.granularity = Granularity::kRegion});
+  r.track({kBase, kBase + pages * kPageSize}, 0, kSec);
+  EXPECT_EQ(r.region_count(), 1U);
+  EXPECT_LT(r.memory_bytes(), 1024U);
+}
+
+TEST(Heat, HugeChunkIsOneUnitWithItsHottestPage) {
+  HeatTable t;
+  t.track({kBase, kBase + 2 * kHugePageSize}, 0, kSec);
+  t.set_huge(kBase, true);
+  t.add(AccessSample{.addr = kBase + 100 * kPageSize, .time = 2 * kSec, .weight = 50});
+  t.add(AccessSample{.addr = kBase + 7 * kPageSize, .time = 3 * kSec, .weight = 1});
+  std::vector<HeatUnit> units;
+  t.for_each_unit(4 * kSec, [&](const HeatUnit& u) { units.push_back(u); });
+  ASSERT_EQ(units.size(), 1 + kPagesPerChunk);
+  EXPECT_TRUE(units[0].huge);
+  EXPECT_EQ(units[0].range, (AddrRange{kBase, kBase + kHugePageSize}));
+  EXPECT_FLOAT_EQ(units[0].heat, t.at(kBase + 100 * kPageSize, 4 * kSec)->heat);
+  EXPECT_EQ(units[0].last_access, to_tick(3 * kSec));
+  EXPECT_EQ(units[0].node, 0);
+  EXPECT_FALSE(units[1].huge);
+  EXPECT_EQ(units[1].range.bytes(), kPageSize);
+}
+
+TEST(Heat, RegionsSplitOnReportsAndMergeWhenAlike) {
+  HeatTable t({.half_life = 10 * kSec, .granularity = Granularity::kRegion});
+  t.track({kBase, kBase + 100 * kPageSize}, 0, 0);
+  t.add(RegionAccess{.range = {kBase + 10 * kPageSize, kBase + 20 * kPageSize},
+                     .nr_accesses = 5,
+                     .max_nr_accesses = 20,
+                     .time = kSec});
+  EXPECT_EQ(t.region_count(), 3U);
+  EXPECT_EQ(t.at(kBase + 15 * kPageSize, kSec)->range,
+            (AddrRange{kBase + 10 * kPageSize, kBase + 20 * kPageSize}));
+  EXPECT_EQ(t.at(kBase, kSec)->heat, 0.0F);
+  EXPECT_GT(t.at(kBase + 10 * kPageSize, kSec)->heat, 0.0F);
+  // A report over untracked memory tracks it; an idle one dates it by its age.
+  t.add(RegionAccess{.range = {kBase + 200 * kPageSize, kBase + 300 * kPageSize},
+                     .nr_accesses = 0,
+                     .age = 50,
+                     .time = 10 * kSec});
+  EXPECT_EQ(t.at(kBase + 250 * kPageSize, 10 * kSec)->last_access, to_tick(5 * kSec));
+  // A point sample lands in its region, spread over the region's pages.
+  t.add(AccessSample{.addr = kBase + 50 * kPageSize, .time = kSec, .weight = 80});
+  EXPECT_NEAR(t.at(kBase + 50 * kPageSize, kSec)->heat, 80.0 / 80 * std::log(2.0) / 10, 1e-6);
+  EXPECT_EQ(t.region_count(), 4U);  // [0,10) [10,20) [20,100) [200,300)
+}
+
+TEST(Heat, CompactMergesAlikeNeighboursOnly) {
+  HeatTable t({.half_life = 10 * kSec, .granularity = Granularity::kRegion});
+  t.track({kBase, kBase + 100 * kPageSize}, 0, 0);
+  for (std::uint64_t i = 10; i < 30; i += 5) {
+    t.add(RegionAccess{.range = {kBase + i * kPageSize, kBase + (i + 5) * kPageSize},
+                       .nr_accesses = 10,
+                       .time = kSec});
+  }
+  t.set_node({kBase + 90 * kPageSize, kBase + 100 * kPageSize}, 1);
+  EXPECT_EQ(t.region_count(), 7U);
+  t.compact(kSec);
+  EXPECT_EQ(t.region_count(), 4U);  // idle [0,10), hot [10,30), idle [30,90), node 1 [90,100)
+  EXPECT_EQ(t.at(kBase + 12 * kPageSize, kSec)->range,
+            (AddrRange{kBase + 10 * kPageSize, kBase + 30 * kPageSize}));
+  EXPECT_NEAR(t.at(kBase + 12 * kPageSize, kSec)->heat, 10 * std::log(2.0) / 10, 1e-5);
+  // Much later the hot part has cooled down: one region per node, keeping the later access.
+  t.compact(1000 * kSec);
+  EXPECT_EQ(t.region_count(), 2U);
+  EXPECT_EQ(t.at(kBase, 1000 * kSec)->last_access, to_tick(kSec));
+  EXPECT_EQ(t.at(kBase + 95 * kPageSize, 1000 * kSec)->node, 1);
+  EXPECT_EQ(t.tracked_bytes(), 100 * kPageSize);
+}
+
+}  // namespace
+}  // namespace kvtier::policy

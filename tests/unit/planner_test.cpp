@@ -1,0 +1,368 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "policy/budget.hpp"
+#include "policy/planner.hpp"
+
+namespace kvtier::policy {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr TimeNs kSec = 1'000'000'000;
+constexpr std::uint64_t kBase = 0x7f0000000000;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr TimeNs kNow = 1000 * kSec;
+
+// Node 0: CPUs and DRAM. Node 1: CPU-less, a slower memory tier (the CXL node).
+Topology dram_and_cxl(std::uint64_t dram_free = 8 * kGiB, std::uint64_t cxl_free = 16 * kGiB) {
+  Topology t;
+  t.nodes.push_back(NumaNode{.id = 0,
+                             .cpus = {0, 1},
+                             .mem_total_bytes = 16 * kGiB,
+                             .mem_free_bytes = dram_free,
+                             .distance = {{0, 10}, {1, 20}},
+                             .memory_tier = 4});
+  t.nodes.push_back(NumaNode{.id = 1,
+                             .mem_total_bytes = 16 * kGiB,
+                             .mem_free_bytes = cxl_free,
+                             .distance = {{0, 20}, {1, 10}},
+                             .memory_tier = 22});
+  return t;
+}
+
+GroupConfig group(std::string name = "g") {
+  GroupConfig g{.name = std::move(name), .select = {.pid = {1}}};
+  g.policy.cold_age = 30 * kSec;
+  g.policy.half_life = 10 * kSec;
+  g.policy.min_residence = 60 * kSec;
+  g.policy.promote_heat = 2.0;
+  g.policy.demote_heat = 0.5;
+  return g;
+}
+
+AddrRange pages(std::uint64_t first, std::uint64_t count) {
+  return {kBase + first * kPageSize, kBase + (first + count) * kPageSize};
+}
+
+struct Fixture {
+  Topology topo = dram_and_cxl();
+  std::vector<GroupConfig> groups{group()};
+  std::vector<std::unique_ptr<HeatTable>> tables;
+  Snapshot snap;
+
+  HeatTable& table(std::size_t group_index = 0, Pid pid = 100) {
+    tables.push_back(
+        std::make_unique<HeatTable>(HeatParams{.half_life = groups[group_index].policy.half_life}));
+    snap.targets.push_back(
+        TargetView{.pid = pid, .group = group_index, .heat = tables.back().get()});
+    return *tables.back();
+  }
+  Plan run(std::uint64_t budget = 64 * kGiB) {
+    snap.topology = &topo;
+    snap.groups = groups;
+    snap.now = kNow;
+    snap.budget_bytes = budget;
+    return plan(snap);
+  }
+};
+
+// Makes pages [first, first+count) about `rate` accesses/s as of kNow.
+void heat_up(HeatTable& t, AddrRange r, double rate) {
+  for (std::uint64_t a = r.start; a < r.end; a += kPageSize) {
+    for (TimeNs s = kNow - 100 * kSec; s <= kNow; s += kSec) {
+      t.add(AccessSample{.addr = a, .time = s, .weight = static_cast<std::uint32_t>(rate)});
+    }
+  }
+}
+
+std::uint64_t bytes_with(const Plan& p, MoveReason r) {
+  std::uint64_t b = 0;
+  for (const auto& m : p.moves) b += m.reason == r ? m.range.bytes() : 0;
+  return b;
+}
+
+TEST(Planner, ColdAgeDemotesIdleRangesAsOneMove) {
+  Fixture f;
+  auto& t = f.table();
+  t.track(pages(0, 64), 0, kNow - 100 * kSec);  // idle 100 s
+  t.track(pages(64, 64), 0, kNow - 10 * kSec);  // idle 10 s: not yet
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  const auto& m = p.moves[0];
+  EXPECT_EQ(m.pid, 100);
+  EXPECT_EQ(m.range, pages(0, 64));
+  EXPECT_EQ(m.from_node, 0);
+  EXPECT_EQ(m.to_node, 1);
+  EXPECT_EQ(m.reason, MoveReason::kColdAge);
+  EXPECT_EQ(m.why, "idle 1.67m >= cold_age 30s; heat 0.00/s <= demote_heat 0.50/s; 256KiB");
+  EXPECT_EQ(p.demote_bytes, 64 * kPageSize);
+  EXPECT_EQ(p.promote_bytes, 0U);
+}
+
+TEST(Planner, NothingHotterThanDemoteHeatIsDemoted) {
+  Fixture f;
+  f.groups[0].policy.half_life = 3600 * kSec;  // heat lingers long after the last access
+  auto& t = f.table();
+  t.track(pages(0, 4), 0, 0);
+  t.add(AccessSample{.addr = pages(0, 1).start, .time = kNow - 60 * kSec, .weight = 20000});
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(1, 3));
+}
+
+TEST(Planner, DramLimitDemotesColdestFirst) {
+  Fixture f;
+  f.groups[0].policy.cold_age.reset();
+  f.groups[0].policy.dram_limit = 60 * kPageSize;
+  f.groups[0].policy.demote_heat = 5;
+  f.groups[0].policy.promote_heat = 100;
+  auto& t = f.table();
+  t.track(pages(0, 100), 0, kNow - kSec);
+  // Pages 0..39 get warmer with their index but all stay below demote_heat;
+  // 40..99 are hot.
+  for (std::uint64_t i = 0; i < 40; ++i) {
+    t.add(AccessSample{
+        .addr = pages(i, 1).start, .time = kNow, .weight = static_cast<std::uint32_t>(i + 1)});
+  }
+  heat_up(t, pages(40, 60), 50);
+  const Plan p = f.run();
+  EXPECT_EQ(bytes_with(p, MoveReason::kWatermark), 40 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 40));
+  EXPECT_THAT(p.moves[0].why, HasSubstr("DRAM use above dram_limit 240KiB"));
+  // Only 40 of the 40 pages over the limit could go: the hot ones stay, and it says so.
+  f.groups[0].policy.dram_limit = 50 * kPageSize;
+  const Plan q = f.run();
+  EXPECT_EQ(bytes_with(q, MoveReason::kWatermark), 40 * kPageSize);
+  ASSERT_EQ(q.notes.size(), 1U);
+  EXPECT_THAT(q.notes[0], HasSubstr("above dram_limit"));
+}
+
+TEST(Planner, DramLimitTakesOnlyWhatIsNeededColdestFirst) {
+  Fixture f;
+  f.groups[0].policy.cold_age.reset();
+  f.groups[0].policy.dram_limit = 90 * kPageSize;
+  auto& t = f.table();
+  t.track(pages(0, 100), 0, kNow - kSec);
+  for (std::uint64_t i = 0; i < 100; ++i) {
+    // Coldest at the end of the range.
+    t.add(AccessSample{
+        .addr = pages(i, 1).start, .time = kNow, .weight = static_cast<std::uint32_t>(200 - i)});
+  }
+  f.groups[0].policy.demote_heat = 1000;
+  f.groups[0].policy.promote_heat = 2000;
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(90, 10));
+}
+
+TEST(Planner, KeepFreeDemotesUntilTheNodeHasRoom) {
+  Fixture f;
+  f.topo = dram_and_cxl(/*dram_free=*/kGiB - 16 * kPageSize);
+  f.groups[0].policy.cold_age.reset();
+  f.groups[0].policy.keep_free = kGiB;
+  auto& t = f.table();
+  t.track(pages(0, 100), 0, kNow - kSec);
+  const Plan p = f.run();
+  EXPECT_EQ(bytes_with(p, MoveReason::kWatermark), 16 * kPageSize);
+  EXPECT_THAT(p.moves.at(0).why, HasSubstr("node 0 free below keep_free 1GiB"));
+}
+
+TEST(Planner, HotPromotionWithHysteresisAndResidence) {
+  Fixture f;
+  auto& t = f.table();
+  t.track(pages(0, 30), 1, kNow - 500 * kSec);
+  heat_up(t, pages(0, 10), 10);   // hot: above promote_heat 2/s
+  heat_up(t, pages(10, 10), 1);   // lukewarm: between demote_heat and promote_heat
+  heat_up(t, pages(20, 10), 10);  // hot but moved 30 s ago
+  t.mark_moved(pages(20, 10), 1, kNow - 30 * kSec);
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 10));
+  EXPECT_EQ(p.moves[0].reason, MoveReason::kHotPromotion);
+  EXPECT_EQ(p.moves[0].from_node, 1);
+  EXPECT_EQ(p.moves[0].to_node, 0);
+  EXPECT_THAT(p.moves[0].why, HasSubstr(">= promote_heat 2.00/s on slow node 1"));
+  EXPECT_EQ(p.promote_bytes, 10 * kPageSize);
+  // Lukewarm pages on DRAM stay too: between the thresholds nothing moves.
+  Fixture g;
+  auto& u = g.table();
+  u.track(pages(0, 10), 0, kNow - 500 * kSec);
+  heat_up(u, pages(0, 10), 1);
+  EXPECT_TRUE(g.run().moves.empty());
+  // promote = false: hot pages stay where they are.
+  f.groups[0].policy.promote = false;
+  EXPECT_TRUE(f.run().moves.empty());
+}
+
+TEST(Planner, PromotionGoesToTheHomeNodeWhenGiven) {
+  Fixture f;
+  f.topo.nodes.push_back(NumaNode{.id = 2,
+                                  .cpus = {2},
+                                  .mem_total_bytes = 16 * kGiB,
+                                  .mem_free_bytes = 8 * kGiB,
+                                  .distance = {{0, 12}, {1, 25}, {2, 10}},
+                                  .memory_tier = 4});
+  f.topo.nodes[1].distance[2] = 25;
+  auto& t = f.table();
+  t.track(pages(0, 1), 1, 0);
+  heat_up(t, pages(0, 1), 10);
+  EXPECT_EQ(f.run().moves.at(0).to_node, 0);  // nearest CPU node
+  f.snap.targets[0].home_node = 2;
+  EXPECT_EQ(f.run().moves.at(0).to_node, 2);
+}
+
+TEST(Planner, BudgetIsNeverExceededAndColdestGoFirst) {
+  Fixture f;
+  f.groups[0].policy.cold_age = 30 * kSec;
+  auto& t = f.table();
+  for (std::uint64_t i = 0; i < 100; ++i) t.track(pages(i, 1), 0, kNow - (100 + i) * kSec);
+  const Plan p = f.run(10 * kPageSize + 100);
+  EXPECT_EQ(p.demote_bytes, 10 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(90, 10));  // the longest idle
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_THAT(p.notes.back(), HasSubstr("budget exhausted"));
+  EXPECT_TRUE(f.run(0).moves.empty());
+}
+
+TEST(Planner, FillLimitAndMinFreeHold) {
+  Fixture f;
+  // CXL: 16 GiB, 1 GiB + 10 pages free; cxl_fill_max 100%, min_free 1 GiB: 10 pages fit.
+  f.topo = dram_and_cxl(8 * kGiB, kGiB + 10 * kPageSize);
+  f.snap.limits.cxl_fill_max = 1.0;
+  f.snap.limits.min_free = kGiB;
+  auto& t = f.table();
+  t.track(pages(0, 100), 0, 0);
+  Plan p = f.run();
+  EXPECT_EQ(p.demote_bytes, 10 * kPageSize);
+  EXPECT_THAT(p.notes.back(), HasSubstr("fill limit"));
+  // The fill limit: at most 90% of 16 GiB used; 1 GiB + 10 pages free leaves no room at all.
+  f.snap.limits.cxl_fill_max = 0.9;
+  f.snap.limits.min_free = 0;
+  EXPECT_TRUE(f.run().moves.empty());
+  f.topo = dram_and_cxl(8 * kGiB, 16 * kGiB / 10 + 40 * kPageSize);
+  p = f.run();
+  EXPECT_LE(p.demote_bytes, 40 * kPageSize);
+  EXPECT_GE(p.demote_bytes, 39 * kPageSize);
+}
+
+TEST(Planner, HugePagesMoveWhole) {
+  Fixture f;
+  auto& t = f.table();
+  const AddrRange huge{kBase, kBase + kHugePageSize};
+  t.track(huge, 0, 0);
+  t.set_huge(kBase, true);
+  Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, huge);
+  // Half a huge page of budget moves nothing rather than half of it.
+  EXPECT_TRUE(f.run(kHugePageSize / 2).moves.empty());
+  // One hot 4 KiB page keeps the whole huge page in DRAM.
+  t.add(AccessSample{.addr = kBase + 5 * kPageSize, .time = kNow, .weight = 1000});
+  EXPECT_TRUE(f.run().moves.empty());
+}
+
+TEST(Planner, ExcludedAndUnknownRangesNeverMove) {
+  Fixture f;
+  f.groups[0].policy.exclude = {pages(10, 5)};
+  f.groups[0].policy.dram_limit = kPageSize;
+  auto& t = f.table();
+  t.track(pages(0, 30), 0, 0);
+  t.set_node(pages(25, 5), -1);
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 2U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 10));
+  EXPECT_EQ(p.moves[1].range, pages(15, 10));
+}
+
+TEST(Planner, ExplicitDemotionNode) {
+  Fixture f;
+  f.topo.nodes.push_back(NumaNode{.id = 2,
+                                  .mem_total_bytes = 16 * kGiB,
+                                  .mem_free_bytes = 16 * kGiB,
+                                  .distance = {{0, 30}, {1, 30}, {2, 10}},
+                                  .memory_tier = 22});
+  f.topo.nodes[0].distance[2] = 30;
+  f.groups[0].demotion_node = 2;
+  auto& t = f.table();
+  t.track(pages(0, 4), 0, 0);
+  EXPECT_EQ(f.run().moves.at(0).to_node, 2);
+}
+
+TEST(Planner, NoDemotionNodeNoDemotion) {
+  Fixture f;
+  f.topo.nodes.pop_back();  // this host: one node
+  auto& t = f.table();
+  t.track(pages(0, 4), 0, 0);
+  EXPECT_TRUE(f.run().moves.empty());
+}
+
+TEST(Planner, PriorityOrdersPromotionAndDemotion) {
+  Fixture f;
+  f.groups = {group("low"), group("high")};
+  f.groups[1].priority = 10;
+  for (auto& g : f.groups) g.policy.cold_age.reset();
+  for (auto& g : f.groups) g.policy.keep_free = kGiB;
+  f.topo = dram_and_cxl(kGiB - 8 * kPageSize);
+  auto& low = f.table(0, 1);
+  auto& high = f.table(1, 2);
+  low.track(pages(0, 8), 0, 0);
+  high.track(pages(0, 8), 0, 0);
+  // keep_free: the low-priority group gives up its pages first, and that is enough.
+  Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].pid, 1);
+  // Promotion: budget for one range; the high-priority group's goes.
+  Fixture g;
+  g.groups = {group("low"), group("high")};
+  g.groups[1].priority = 10;
+  auto& l2 = g.table(0, 1);
+  auto& h2 = g.table(1, 2);
+  for (auto* t : {&l2, &h2}) {
+    t->track(pages(0, 4), 1, 0);
+    heat_up(*t, pages(0, 4), 10);
+  }
+  p = g.run(4 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].pid, 2);
+}
+
+TEST(Planner, DeterministicAndRegionsToo) {
+  Fixture f;
+  auto& t = f.table();
+  t.track(pages(0, 64), 0, 0);
+  HeatTable regions({.half_life = 10 * kSec, .granularity = Granularity::kRegion});
+  regions.track(pages(0, 512), 0, 0);
+  regions.add(RegionAccess{.range = pages(100, 100), .nr_accesses = 20, .time = kNow});
+  f.snap.targets.push_back(TargetView{.pid = 7, .group = 0, .heat = &regions});
+  const Plan a = f.run();
+  const Plan b = f.run();
+  ASSERT_EQ(a.moves.size(), 3U);
+  for (std::size_t i = 0; i < a.moves.size(); ++i) {
+    EXPECT_EQ(a.moves[i].range, b.moves[i].range);
+    EXPECT_EQ(a.moves[i].why, b.moves[i].why);
+  }
+  EXPECT_EQ(a.moves[1].pid, 7);
+  EXPECT_EQ(a.moves[1].range, pages(0, 100));
+  EXPECT_EQ(a.moves[2].range, pages(200, 312));
+}
+
+TEST(TokenBucket, RefillsAtTheRateUpToTheBurst) {
+  TokenBucket b(100 << 20, 200 << 20, 0);
+  EXPECT_EQ(b.available(), 200U << 20);
+  b.consume(150 << 20);
+  EXPECT_EQ(b.available(), 50U << 20);
+  b.refill(kSec / 2);
+  EXPECT_EQ(b.available(), 100U << 20);
+  b.refill(100 * kSec);
+  EXPECT_EQ(b.available(), 200U << 20);
+  b.consume(1ULL << 40);
+  EXPECT_EQ(b.available(), 0U);
+}
+
+}  // namespace
+}  // namespace kvtier::policy

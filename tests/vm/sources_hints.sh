@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# vm test: runs tests/vm/sources_guest.sh hints in the guest and checks its
+# output on the host (tests/vm/check_sources.py hints).
+set -euo pipefail
+src=${KVTIER_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+run=${KVTIER_VM_RUN:-$src/scripts/vm/run}
+out=$("$run" --timeout 300 -- sh /kvtier/tests/vm/sources_guest.sh hints)
+printf '%s\n' "$out" | python3 "$src/tests/vm/check_sources.py" hints
