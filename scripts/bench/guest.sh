@@ -26,15 +26,19 @@ shift 2
 MAP_EVERY=${MAP_EVERY:-30}            # page map + ground truth every N probe samples (1 s each)
 COLD_AGE_S=${COLD_AGE_S:-10}          # what "cold" means, for every agent that takes an age
 # DAMOS: monitoring and the two schemes (see docs/benchmarks.md for the reasoning).
-DAMON_SAMPLE_US=${DAMON_SAMPLE_US:-50000}
-DAMON_AGGR_US=${DAMON_AGGR_US:-1000000}
+# kvsim reads a hot page about once a second (one paced decode step): a sample interval of
+# 0.5 s sees such a page accessed in about half the samples; 10 samples an aggregation.
+DAMON_SAMPLE_US=${DAMON_SAMPLE_US:-500000}
+DAMON_AGGR_US=${DAMON_AGGR_US:-5000000}
 DAMON_UPDATE_US=${DAMON_UPDATE_US:-5000000}
-DAMON_MIN_REGIONS=${DAMON_MIN_REGIONS:-10}
-DAMON_MAX_REGIONS=${DAMON_MAX_REGIONS:-1000}
-DAMOS_COLD_NR_MAX=${DAMOS_COLD_NR_MAX:-0}         # nr_accesses per aggregation, at most
+# With DAMON's default 10 regions over 1.25 GiB of physical memory, every region mixes hot and
+# cold pages (measured: 13 regions of ~120 MiB); 200 regions at least keeps them under 7 MiB.
+DAMON_MIN_REGIONS=${DAMON_MIN_REGIONS:-200}
+DAMON_MAX_REGIONS=${DAMON_MAX_REGIONS:-2000}
+DAMOS_COLD_NR_MAX=${DAMOS_COLD_NR_MAX:-1}         # nr_accesses per aggregation, at most
 DAMOS_COLD_APPLY_US=${DAMOS_COLD_APPLY_US:-5000000}
 DAMOS_HOT_NR_MIN=${DAMOS_HOT_NR_MIN:-1}
-DAMOS_HOT_APPLY_US=${DAMOS_HOT_APPLY_US:-2000000}
+DAMOS_HOT_APPLY_US=${DAMOS_HOT_APPLY_US:-5000000}
 DAMOS_QUOTA_MS=${DAMOS_QUOTA_MS:-200}             # CPU per reset interval, each scheme
 DAMOS_QUOTA_BYTES=${DAMOS_QUOTA_BYTES:-134217728} # bytes per reset interval, each scheme
 DAMOS_QUOTA_RESET_MS=${DAMOS_QUOTA_RESET_MS:-1000}
@@ -117,7 +121,15 @@ damos_start() {
     put "$e" "$c/targets/0/regions/$i/end"
     i=$((i + 1))
   done || exit 1
-  put 2 "$c/schemes/nr_schemes"
+  # DAMOS_DEBUG=1 adds a stat scheme over everything, to show the regions DAMON sees.
+  put $((2 + ${DAMOS_DEBUG:-0})) "$c/schemes/nr_schemes"
+  if [ "${DAMOS_DEBUG:-0}" = 1 ]; then
+    put stat "$c/schemes/2/action"
+    put none "$c/schemes/2/watermarks/metric"
+    put 18446744073709551615 "$c/schemes/2/access_pattern/sz/max"
+    put 4294967295 "$c/schemes/2/access_pattern/nr_accesses/max"
+    put 4294967295 "$c/schemes/2/access_pattern/age/max"
+  fi
   # scheme 0: cold kvsim pages on node 0 -> node 1; scheme 1: hot kvsim pages on node 1 -> 0.
   for i in 0 1; do
     d=$c/schemes/$i
@@ -171,6 +183,15 @@ damos_start() {
 damos_stats() {
   k=$damon/0
   echo update_schemes_stats >"$k/state" 2>/dev/null
+  if [ "${DAMOS_DEBUG:-0}" = 1 ]; then
+    echo update_schemes_tried_regions >"$k/state"
+    for i in 0 1 2; do
+      for r in "$k/contexts/0/schemes/$i/tried_regions"/[0-9]*; do
+        [ -d "$r" ] || continue
+        emit "\"event\":\"damos_region\",\"scheme\":$i,\"start\":$(cat "$r/start"),\"end\":$(cat "$r/end"),\"nr_accesses\":$(cat "$r/nr_accesses"),\"age\":$(cat "$r/age")"
+      done
+    done
+  fi
   for i in 0 1; do
     s=$k/contexts/0/schemes/$i/stats
     emit "\"event\":\"damos_stats\",\"scheme\":$i,\"action\":\"$(cat "$k/contexts/0/schemes/$i/action")\",\"nr_tried\":$(readv "$s/nr_tried"),\"sz_tried\":$(readv "$s/sz_tried"),\"nr_applied\":$(readv "$s/nr_applied"),\"sz_applied\":$(readv "$s/sz_applied"),\"qt_exceeds\":$(readv "$s/qt_exceeds")"
