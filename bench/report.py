@@ -402,6 +402,11 @@ def details_md(results):
                 out.append(f"| {s['t_s']:.0f} | {s['demoted_bytes'] / MIB:.1f} MiB | {s['cold_bytes'] / MIB:.1f} MiB | "
                            f"{pct(s['precision'])} | {pct(s['recall'])} |")
             out.append("")
+        lay = r.get("layout")
+        if lay:
+            out.append("- Guest at the start of this mode: " + ", ".join(
+                f"node {n}: {v['total_kib'] / 1024:.0f} MiB, {v['free_kib'] / 1024:.0f} MiB free"
+                for n, v in sorted(lay["nodes"].items())) + ".")
         m = r["migration"]
         out.append(f"- vmstat over {m['window_s']:.0f} s: migrated {num(m['migrated_mib_s'])} MiB/s, "
                    f"demoted {num(m['demoted_mib_s'])} MiB/s, promoted {num(m['promoted_mib_s'])} MiB/s, "
@@ -423,6 +428,20 @@ def fmt_nodes(d):
     return ", ".join(f"node {k}: {v / MIB:.1f} MiB" for k, v in sorted(d.items()))
 
 
+def layout_warning(results):
+    """One line if the modes' guests did not have the same node sizes (the comparison then is
+    not like for like), else empty."""
+    sizes = {}
+    for r in results:
+        lay = r.get("layout")
+        if lay:
+            sizes[r["mode"]] = tuple(sorted((n, v["total_kib"] // 1024) for n, v in lay["nodes"].items()))
+    if len(set(sizes.values())) <= 1:
+        return ""
+    return ("**Warning: the modes' guests had different node sizes (MiB): "
+            + "; ".join(f"{m}: {dict(s)}" for m, s in sizes.items()) + ". Compare with care.**")
+
+
 def write_report(out_dir, results, plot_ok):
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
     md = [
@@ -432,6 +451,8 @@ def write_report(out_dir, results, plot_ok):
         "memory layout and the same kvsim command.",
         "",
         markdown_table(results),
+        "",
+        layout_warning(results),
         "",
         "![residency](residency.png)" if plot_ok else "(no plot: matplotlib unavailable)",
         "",

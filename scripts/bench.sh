@@ -11,6 +11,7 @@
 #   --report-only  rebuild the report from OUT's files without running anything
 # Settings of the modes (DAMOS_*, DAMON_*, KVTIER_*, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
+# Guests boot with nokaslr (KVTIER_VM_APPEND) so that every mode gets the same node sizes.
 # Needs the build (kvsim, kvtier_residency_probe, kvtierd, kvtierctl) in $KVTIER_BUILD_DIR
 # (default build/). Exit status: 0 when every mode ran or reported why it could not, 1 else.
 set -euo pipefail
@@ -67,7 +68,7 @@ if ((!report_only)); then
     echo "bench: mode $mode: booting the guest (node 0 $mem0 MiB, node 1 $mem1 MiB), $duration s of workload" >&2
     t0=$(date +%s)
     rc=0
-    "$top/scripts/vm/run" --mem0 "$mem0" --mem1 "$mem1" --timeout $((duration + 300)) -- \
+    KVTIER_VM_APPEND="nokaslr${KVTIER_VM_APPEND:+ $KVTIER_VM_APPEND}" "$top/scripts/vm/run" --mem0 "$mem0" --mem1 "$mem1" --timeout $((duration + 300)) -- \
       env "${pass[@]}" sh /kvtier/scripts/bench/guest.sh "$mode" "$duration" "${kvsim_args[@]}" \
       >"$out/$mode.jsonl" 2>"$out/$mode.stderr" || rc=$?
     t1=$(date +%s)

@@ -210,7 +210,7 @@ level = "info"
 [telemetry]
 socket = "$work/kvtierd.sock"
 socket_mode = "0600"
-socket_group = ""
+socket_group = "root"
 
 [sources]
 # No PMU under TCG; kvsim is single-threaded and pre-faults its pool, so neither NUMA hint
@@ -241,13 +241,16 @@ EOF
 kvtierd_pid=
 kvtier_start() {
   command -v kvtierd >/dev/null || die "kvtierd is not in the build"
+  # The busybox guest has /etc/passwd only; the control socket's group must resolve.
+  grep -q '^root:' /etc/group 2>/dev/null || echo 'root:x:0:' >>/etc/group
   kvtier_config >"$work/kvtier.toml"
   emit "\"event\":\"kvtier_config\",\"toml\":$(jstr "$(cat "$work/kvtier.toml")")"
   if ! msg=$(kvtierctl config check "$work/kvtier.toml" 2>&1); then
     emit "\"event\":\"unavailable\",\"mode\":\"kvtier\",\"reason\":$(jstr "kvtierctl config check rejects the generated config: $(echo "$msg" | tail -n 3 | tr '\n' ' ')")"
     exit 0
   fi
-  kvtierd --config "$work/kvtier.toml" --foreground >"$work/kvtierd.log" 2>&1 &
+  kvtierd --config "$work/kvtier.toml" --foreground --socket "$work/kvtierd.sock" \
+    >"$work/kvtierd.log" 2>&1 &
   kvtierd_pid=$!
   sleep 2
   if ! kill -0 "$kvtierd_pid" 2>/dev/null; then
@@ -260,7 +263,7 @@ kvtier_start() {
 
 # True when kvtierd reports kvsim ($1) as a managed target (its residency gauge).
 kvtier_manages() {
-  kvtierctl --socket "$work/kvtierd.sock" dump >"$work/kvtierd.dump" 2>&1 &&
+  timeout 20 kvtierctl --socket "$work/kvtierd.sock" dump --compact >"$work/kvtierd.dump" 2>&1 &&
     grep -q "\"pid\":\"$1\"" "$work/kvtierd.dump"
 }
 
@@ -305,7 +308,11 @@ if [ "$mode" = kvtier ]; then
     if ! kill -0 "$kvtierd_pid" 2>/dev/null; then
       echo "kvtierd exited during the run: $(tail -n 2 "$work/kvtierd.log" | tr '\n' ' ')" >"$work/kvtier.unavailable"
     elif ! kvtier_manages $kvsim_pid; then
-      echo "kvtierd runs but does not manage kvsim after ${KVTIER_CHECK_AFTER_S} s (no target series for pid $kvsim_pid in kvtierctl dump: its control loop selects no target in this build)" >"$work/kvtier.unavailable"
+      if grep -q '^{' "$work/kvtierd.dump"; then
+        echo "kvtierd runs but does not manage kvsim after ${KVTIER_CHECK_AFTER_S} s (kvtierctl dump has no series labelled with pid $kvsim_pid: its control loop selects no target in this build)" >"$work/kvtier.unavailable"
+      else
+        echo "kvtierd runs but kvtierctl dump failed after ${KVTIER_CHECK_AFTER_S} s: $(tail -n 2 "$work/kvtierd.dump" | tr '\n' ' ')" >"$work/kvtier.unavailable"
+      fi
     fi
   ) &
   kvtier_probe_pid=$!
@@ -317,8 +324,8 @@ probe_pid=$!
 if [ -n "$kvtier_probe_pid" ]; then
   wait "$kvtier_probe_pid"
   if [ -s "$work/kvtier.unavailable" ]; then
-    kill "$probe_pid" "$kvsim_pid" 2>/dev/null
-    wait
+    kill "$probe_pid" "$kvsim_pid" "$kvtierd_pid" 2>/dev/null
+    wait "$probe_pid" "$kvsim_pid" "$kvtierd_pid"
     emit "\"event\":\"unavailable\",\"mode\":\"kvtier\",\"reason\":$(jstr "$(cat "$work/kvtier.unavailable")")"
     emit "\"event\":\"kvtierd_log\",\"tail\":$(jstr "$(tail -n 20 "$work/kvtierd.log")")"
     exit 0
