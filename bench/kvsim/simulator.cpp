@@ -292,15 +292,18 @@ void Simulator::count_read_nodes() {
   for (std::uint32_t t = 0; t < layout_.tensors(); ++t) {
     for (const Sequence& s : running_) {
       for (BlockId b : s.blocks) {
-        const auto begin = reinterpret_cast<std::uintptr_t>(pool_.chunk(b, t));
+        std::byte* const chunk = pool_.chunk(b, t);
+        const auto begin = reinterpret_cast<std::uintptr_t>(chunk);
         const std::uintptr_t end = begin + filled_bytes(b);
         for (std::uintptr_t a = begin; a < end;) {
           const std::uintptr_t page = a & ~(std::uintptr_t{kPage} - 1);
           const std::uintptr_t next = std::min<std::uintptr_t>(page + kPage, end);
-          if (!query_pages_.empty() && query_pages_.back() == reinterpret_cast<void*>(page)) {
+          // The page start as a pointer into the pool (it may lie before the chunk's start).
+          void* const page_ptr = chunk - static_cast<std::ptrdiff_t>(begin - page);
+          if (!query_pages_.empty() && query_pages_.back() == page_ptr) {
             query_bytes_.back() += next - a;  // two chunks sharing a page (chunks < 4 KiB)
           } else {
-            query_pages_.push_back(reinterpret_cast<void*>(page));
+            query_pages_.push_back(page_ptr);
             query_bytes_.push_back(next - a);
           }
           a = next;
