@@ -32,6 +32,7 @@ int run(int argc, char** argv) {
   ctl::add_config_command(app, g);
   ctl::add_daemon_commands(app, g);
   ctl::add_kv_size_command(app, g);
+  ctl::add_loop_commands(app, g);
   ctl::add_sources_command(app, g);
 
   try {

@@ -6,7 +6,6 @@
 // 3 invalid configuration, 4 a required capability is missing.
 
 #include <spdlog/spdlog.h>
-#include <toml++/toml.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -20,12 +19,17 @@
 #include <vector>
 
 #include "agent/daemon/capabilities.hpp"
+#include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/logging.hpp"
 #include "agent/host_paths.hpp"
+#include "agent/movers/dry_run_mover.hpp"
+#include "agent/movers/move_pages_mover.hpp"
 #include "agent/nodes_report.hpp"
+#include "agent/sources/source_registry.hpp"
 #include "agent/sysfs.hpp"
 #include "agent/topology_reader.hpp"
+#include "policy/config.hpp"
 #include "policy/topology.hpp"
 
 namespace {
@@ -48,30 +52,59 @@ struct Options {
   std::string root;
 };
 
-// The config file -> the daemon's settings. Until policy/config.hpp's
-// load_config is wired in (the lead's merge), this checks that the file is
-// readable TOML and takes the daemon's settings from their defaults.
-Result<agent::DaemonSettings> load_settings(const Options& opt) {
-  auto text = agent::read_text(opt.config);
-  if (!text) {
-    return kvtier::fail(fmt::format("{} (install the default config with cmake --install, or "
-                                    "pass --config PATH)",
-                                    text.error().message),
-                        text.error().code);
+// The config file, parsed and compiled by the same code as `kvtierctl config
+// check`; every problem is one line of the error message.
+Result<kvtier::policy::CompiledConfig> load_config(const Options& opt,
+                                                   const kvtier::policy::Topology* topo) {
+  auto cc = kvtier::policy::load_compiled_config(opt.config, topo);
+  if (!cc) {
+    std::string lines;
+    for (const auto& p : cc.error()) lines += (lines.empty() ? "" : "\n") + p.to_string();
+    return kvtier::fail(lines);
   }
-  try {
-    [[maybe_unused]] auto table = toml::parse(*text, opt.config);
-  } catch (const toml::parse_error& e) {
-    return kvtier::fail(fmt::format("{}:{}:{}: {}", opt.config, e.source().begin.line,
-                                    e.source().begin.column, e.description()));
-  }
+  return std::move(*cc);
+}
+
+// The daemon shell's part of the config, with the command line's overrides.
+Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::policy::Config& cfg) {
   agent::DaemonSettings s;
-  if (!opt.socket.empty()) s.socket_path = opt.socket;
-  if (!opt.log_level.empty()) s.log_level = opt.log_level;
+  s.socket_path = opt.socket.empty() ? cfg.telemetry.socket : opt.socket;
+  s.socket_mode = cfg.telemetry.socket_mode;
+  s.socket_group = cfg.telemetry.socket_group;
+  s.prometheus_enabled = cfg.telemetry.prometheus;
+  s.prometheus_listen = cfg.telemetry.prometheus_listen;
+  s.interval = std::chrono::milliseconds(cfg.daemon.interval / 1'000'000);
+  s.log_level = opt.log_level.empty()
+                    ? std::string(kvtier::policy::log_level_name(cfg.logging.level))
+                    : opt.log_level;
   if (auto ok = agent::validate_settings(s); !ok) {
     return kvtier::fail(opt.config + ": " + ok.error().message);
   }
   return s;
+}
+
+// The hotness source: the config's forced one, else the first available in
+// its preference order; every source probed says why it was or was not taken.
+Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
+                                          const kvtier::policy::Config& cfg) {
+  agent::SourceOptions so;
+  so.pmu.sample_period = cfg.sources.sample_period;
+  so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  so.pmu_soft.sample_period = cfg.sources.sample_period;
+  so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  so.damon.intervals = {.sample_us = cfg.sources.damon_sample_interval / 1000,
+                        .aggr_us = cfg.sources.damon_aggr_interval / 1000};
+  so.damon.nr_regions = {.min = cfg.sources.damon_min_regions,
+                         .max = cfg.sources.damon_max_regions};
+  agent::SourceRegistry reg;
+  agent::register_builtin_sources(reg, paths, so);
+  std::vector<std::string> prefer;
+  for (auto kind : cfg.sources.prefer) {
+    prefer.emplace_back(kvtier::policy::source_name(kind));
+  }
+  const std::string force =
+      cfg.sources.force ? std::string(kvtier::policy::source_name(*cfg.sources.force)) : "";
+  return agent::select_source(reg, prefer, force);
 }
 
 void log_lines(const std::string& prefix, const std::string& text) {
@@ -114,7 +147,12 @@ int run(int argc, char** argv) {
     return kExitUsage;
   }
 
-  auto settings = load_settings(opt);
+  const auto paths = opt.root.empty() ? agent::HostPaths{} : agent::HostPaths::under(opt.root);
+  auto topo = agent::read_topology(paths);
+  // Unknown demotion nodes are config errors only when the topology is known.
+  auto cc = load_config(opt, topo ? &*topo : nullptr);
+  Result<agent::DaemonSettings> settings =
+      cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
   if (opt.check_config) {
     if (!settings) {
       // For a person or ExecStartPre=: plain lines, no journal priority prefix.
@@ -124,72 +162,106 @@ int run(int argc, char** argv) {
       }
       return kExitConfig;
     }
-    std::printf("%s: configuration valid\n", opt.config.c_str());
+    std::printf("%s: configuration valid (%zu target groups)\n", opt.config.c_str(),
+                cc->config.groups.size());
     return kExitOk;
   }
   if (!settings) {
     log_lines("invalid configuration: ", settings.error().message);
     return kExitConfig;
   }
-  if (opt.log_level.empty()) {
-    spdlog::set_level(spdlog::level::from_str(settings->log_level));
-  }
-
-  const auto paths = opt.root.empty() ? agent::HostPaths{} : agent::HostPaths::under(opt.root);
-  auto topo = agent::read_topology(paths);
+  if (opt.log_level.empty()) spdlog::set_level(spdlog::level::from_str(settings->log_level));
   if (!topo) {
     spdlog::error("{}", topo.error().message);
     return kExitFailed;
   }
+  const auto& cfg = cc->config;
+
   bool any_target = false;
   for (const auto& role : kvtier::policy::classify_nodes(*topo)) {
     any_target = any_target || role.demotion_target;
     spdlog::info("node {}: {}", role.node, role.reason);
   }
-  const bool observe_only = !any_target;
-  if (observe_only) {
-    spdlog::warn(
-        "observe-only mode: no demotion target node on this host (a memory-only node in "
-        "a lower memory tier); heat is measured, no page is moved");
+  std::string observe_reason;
+  if (!any_target) {
+    observe_reason =
+        "no demotion target node on this host (a memory-only node in a lower memory tier)";
+  } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
+    spdlog::error(
+        "{}: mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; use "
+        "\"move_pages\" or \"dry-run\"",
+        opt.config);
+    return kExitConfig;
   }
 
-  std::vector<agent::Feature> features{agent::Feature::kBpfSources, agent::Feature::kTargetProcfs};
-  if (!observe_only) features.push_back(agent::Feature::kMovePages);
+  auto choice = choose_source(paths, cfg);
+  if (!choice) {
+    if (cfg.sources.force) {
+      spdlog::error("{}", choice.error().message);
+      return kExitFailed;
+    }
+    spdlog::warn("no hotness source can run here ({}): heat is unknown, nothing will be demoted",
+                 choice.error().message);
+  } else {
+    spdlog::info("hotness source: {}", choice->reason);
+  }
+
+  std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
+  if (choice) {
+    const auto name = choice->source->name();
+    features.push_back(name == "damon"  ? agent::Feature::kDamon
+                       : name == "idle" ? agent::Feature::kIdlePage
+                                        : agent::Feature::kBpfSources);
+  }
+  if (observe_reason.empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
     return kExitCapability;
   }
 
-  // The loop's work until sources, planner and movers are wired in: keep the
-  // per-node memory figures current.
+  agent::ControllerDeps deps{.paths = paths, .self = getpid()};
+  if (choice) {
+    deps.source = std::move(choice->source);
+    deps.source_reason = choice->reason;
+  }
+  if (!observe_reason.empty()) {
+    deps.observe_reason = observe_reason;
+    spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe_reason);
+  } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDryRun) {
+    deps.mover = std::make_unique<agent::DryRunMover>();
+  } else {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    deps.mover = std::make_unique<agent::MovePagesMover>(
+        agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages,
+                               .rate_mib_s = static_cast<double>(cfg.limits.migrate_rate) / kMiB,
+                               .burst_mib = static_cast<double>(cfg.limits.migrate_burst) / kMiB});
+  }
+  auto controller =
+      std::make_shared<agent::Controller>(std::move(*cc), std::move(deps), agent::monotonic_now());
+
   agent::DaemonHooks hooks;
-  auto last_topo = std::make_shared<kvtier::policy::Topology>(*topo);
-  hooks.step = [paths, last_topo](const agent::StepContext&, agent::Telemetry& t) -> Result<void> {
-    auto now = agent::read_topology(paths);
-    if (!now) return std::unexpected(now.error());
-    *last_topo = std::move(*now);
-    for (const auto& n : last_topo->nodes) {
-      const agent::MetricLabels node{{"node", fmt::format("{}", n.id)}};
-      t.set("kvtier_node_memory_free_bytes", node, static_cast<double>(n.mem_free_bytes));
-      t.set("kvtier_node_memory_total_bytes", node, static_cast<double>(n.mem_total_bytes));
-    }
-    return {};
+  hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
+    return controller->step(ctx, t);
   };
-  hooks.describe = [last_topo, observe_only](bool) {
-    return nlohmann::json{{"observe_only", observe_only}, {"nodes", agent::nodes_json(*last_topo)}};
+  hooks.describe = [controller](bool full) { return controller->describe(full); };
+  hooks.summary = [controller] { return controller->summary(); };
+  hooks.shutdown = [controller] { controller->shutdown(); };
+  hooks.reload = [opt, paths, controller]() -> Result<agent::DaemonSettings> {
+    auto now_topo = agent::read_topology(paths);
+    auto next = load_config(opt, now_topo ? &*now_topo : nullptr);
+    if (!next) return std::unexpected(next.error());
+    auto next_settings = settings_from(opt, next->config);
+    if (!next_settings) return next_settings;
+    controller->apply_config(std::move(*next));
+    return next_settings;
   };
-  hooks.summary = [observe_only] { return std::string(observe_only ? "observe-only" : ""); };
-  hooks.reload = [opt]() -> Result<agent::DaemonSettings> { return load_settings(opt); };
 
   auto daemon = agent::Daemon::create(*settings, std::move(hooks));
   if (!daemon) {
     log_lines("", daemon.error().message);
     return kExitConfig;
   }
-  (*daemon)->telemetry().describe("kvtier_node_memory_free_bytes", agent::MetricKind::kGauge,
-                                  "Free memory on each NUMA node");
-  (*daemon)->telemetry().describe("kvtier_node_memory_total_bytes", agent::MetricKind::kGauge,
-                                  "Total memory on each NUMA node");
+  controller->register_commands(**daemon);
   if (auto ok = (*daemon)->run(); !ok) {
     spdlog::error("{}", ok.error().message);
     return kExitFailed;

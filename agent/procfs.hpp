@@ -7,20 +7,14 @@
 #include <vector>
 
 #include "agent/host_paths.hpp"
+#include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
 
-// What selectors match on: comm, the command line (arguments joined by
-// spaces), the executable's path and the cgroup v2 path.
-struct ProcessInfo {
-  Pid pid = 0;
-  std::string comm;
-  std::string cmdline;
-  std::string exe;     // empty when the link cannot be read (kernel thread, no permission)
-  std::string cgroup;  // the v2 path ("0::/system.slice/x.service" -> "/system.slice/x.service")
-};
+// What selectors match on (comm, cmdline, exe, cgroup): the policy's own type.
+using ProcessInfo = policy::ProcessInfo;
 
 // The numeric entries of /proc. Never fails on a process that vanishes mid-scan.
 std::vector<Pid> list_pids(const HostPaths& paths);

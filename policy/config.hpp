@@ -52,8 +52,9 @@ struct TelemetryConfig {
 };
 
 struct SourcesConfig {
-  // Tried in this order; the first one the host supports is used.
-  std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kFault, SourceKind::kDamon,
+  // Tried in this order; the first one the host supports is used. DAMON comes
+  // before faults: faults show what is hot but never what is cold.
+  std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kDamon, SourceKind::kFault,
                                     SourceKind::kIdlePage};
   std::optional<SourceKind> force;            // use exactly this source, fail if unavailable
   std::uint64_t sample_period = 1000;         // PMU/fault events per sample

@@ -76,9 +76,10 @@ Result<std::uint64_t> parse_scaled(std::string_view text, bool bytes, std::strin
         fmt::format("{} \"{}\" is not a number with an optional K, M, G or T suffix", what, text));
   };
   std::uint64_t value = 0;
-  const auto* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr == text.data()) return bad();
+  const char* first = text.data();
+  const char* end = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, end, value);
+  if (ec != std::errc() || ptr == first) return bad();
   std::string_view rest(ptr, static_cast<std::size_t>(end - ptr));
   unsigned shift = 0;
   if (!rest.empty()) {

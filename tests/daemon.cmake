@@ -8,3 +8,9 @@ kvtier_gtest(privileged_daemon privileged
   SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp
   LIBS agent_daemon)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
+
+# The whole daemon in the guest: kvtierd, started from its config, demotes the
+# cold part of a real process to node 1 and keeps its hot part on node 0.
+add_executable(kvtier_page_nodes vm/page_nodes.cpp)
+target_link_libraries(kvtier_page_nodes PRIVATE agent_movers kvtier_warnings)
+kvtier_vm_test(daemon_demotes daemon_demotes.sh)

@@ -33,6 +33,8 @@ void add_config_command(CLI::App& app, Globals& g);
 // status, dump, pause, resume: ask the running daemon over its control socket.
 void add_daemon_commands(CLI::App& app, Globals& g);
 void add_kv_size_command(CLI::App& app, Globals& g);
+// targets, top, explain, heatmap: the control loop's view, from the daemon.
+void add_loop_commands(CLI::App& app, Globals& g);
 void add_sources_command(CLI::App& app, Globals& g);
 
 }  // namespace kvtier::agent::ctl

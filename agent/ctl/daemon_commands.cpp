@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/ctl/ask.hpp"
 #include "agent/ctl/command.hpp"
 #include "agent/daemon/control_client.hpp"
 
@@ -15,42 +16,12 @@ namespace {
 
 using nlohmann::json;
 
-// Calls `command` and hands the result to `print`; sets the exit code on failure.
-void ask(Globals& g, const std::string& name, const std::string& command,
-         const std::function<void(const json&)>& print) {
-  auto client = ControlClient::connect(g.socket_path());
-  if (!client) {
-    std::cerr << "kvtierctl " << name << ": " << client.error().message << '\n';
-    g.exit_code = kExitNoDaemon;
-    return;
-  }
-  auto result = client->call(command);
-  if (!result) {
-    std::cerr << "kvtierctl " << name << ": " << result.error().message << '\n';
-    g.exit_code =
-        result.error().message.starts_with("permission denied") ? kExitNoDaemon : kExitFailed;
-    return;
-  }
-  print(*result);
-}
-
 std::string duration_text(double seconds) {
   auto s = static_cast<std::uint64_t>(seconds);
   if (s < 60) return fmt::format("{}s", s);
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
-}
-
-template <class T>
-T get_or(const json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
 }
 
 void print_status(const json& st) {

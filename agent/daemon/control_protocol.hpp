@@ -15,9 +15,9 @@
 
 namespace kvtier::agent {
 
-inline constexpr std::size_t kMaxRequestBytes = 64 * 1024;
+inline constexpr std::size_t kMaxRequestBytes = std::size_t{64} << 10;
 // Responses may carry a full dump; the client accepts up to this much per line.
-inline constexpr std::size_t kMaxResponseBytes = 64 * 1024 * 1024;
+inline constexpr std::size_t kMaxResponseBytes = std::size_t{64} << 20;
 
 struct ControlRequest {
   std::string command;

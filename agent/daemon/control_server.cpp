@@ -24,7 +24,7 @@ using nlohmann::json;
 constexpr int kListenBacklog = 16;
 // Read at most this much per readiness event, so one busy client cannot
 // starve the control loop's timer.
-constexpr std::size_t kMaxReadPerEvent = 256 * 1024;
+constexpr std::size_t kMaxReadPerEvent = std::size_t{256} << 10;
 constexpr std::size_t kReplyHighWater = 1 << 20;
 
 Result<sockaddr_un> unix_address(const std::filesystem::path& path) {

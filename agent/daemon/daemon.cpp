@@ -13,12 +13,6 @@ namespace kvtier::agent {
 
 using nlohmann::json;
 
-TimeNs monotonic_now() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
-}
-
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonSettings settings, DaemonHooks hooks) {
   if (auto ok = validate_settings(settings); !ok) return std::unexpected(ok.error());
   auto loop = EventLoop::create();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/clock.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/event_loop.hpp"
@@ -120,6 +121,5 @@ class Daemon {
   std::vector<std::string> last_reload_errors_;
 };
 
-TimeNs monotonic_now();
 
 }  // namespace kvtier::agent

@@ -90,8 +90,9 @@ Result<ListenAddress> parse_listen_address(std::string_view listen) {
     if (inet_pton(AF_INET, out.host.c_str(), &a4) != 1) return bad("not a numeric IPv4 address");
     out.loopback = (ntohl(a4.s_addr) >> 24) == 127;
   }
-  const auto* end = port_text.data() + port_text.size();
-  auto [ptr, ec] = std::from_chars(port_text.data(), end, out.port);
+  const char* first = port_text.data();
+  const char* end = first + port_text.size();
+  auto [ptr, ec] = std::from_chars(first, end, out.port);
   if (port_text.empty() || ec != std::errc() || ptr != end || out.port < 0 || out.port > 65535) {
     return bad("port must be a number from 0 to 65535");
   }

@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <utility>
 
+#include "agent/procfs.hpp"
 #include "agent/sources/probes.hpp"
-#include "agent/sysfs.hpp"
 
 namespace kvtier::agent {
 
@@ -44,39 +43,7 @@ Result<std::uint64_t> read_word(int fd, std::uint64_t index, const std::string& 
   return w;
 }
 
-std::uint64_t parse_hex(std::string_view s) {
-  std::uint64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v, 16);
-  return v;
-}
-
 }  // namespace
-
-std::vector<AddrRange> writable_private_ranges(std::string_view maps_text) {
-  std::vector<AddrRange> out;
-  while (!maps_text.empty()) {
-    const std::size_t nl = std::min(maps_text.find('\n'), maps_text.size());
-    const std::string_view line = maps_text.substr(0, nl);
-    maps_text.remove_prefix(std::min(nl + 1, maps_text.size()));
-    // "start-end perms offset dev inode [path]"
-    const std::size_t dash = line.find('-');
-    const std::size_t sp = line.find(' ');
-    if (dash == std::string_view::npos || sp == std::string_view::npos || dash > sp ||
-        line.size() < sp + 5) {
-      continue;
-    }
-    const std::string_view perms = line.substr(sp + 1, 4);
-    if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;
-    // Private file mappings that were written hold anonymous pages too, but a
-    // KV cache is anonymous memory; skip named files, keep [heap], [stack].
-    const std::size_t slash = line.find('/');
-    if (slash != std::string_view::npos) continue;
-    const AddrRange r{.start = parse_hex(line.substr(0, dash)),
-                      .end = parse_hex(line.substr(dash + 1, sp - dash - 1))};
-    if (r.end > r.start) out.push_back(r);
-  }
-  return out;
-}
 
 IdlePageSource::IdlePageSource(HostPaths paths, IdlePageOptions opts)
     : paths_(std::move(paths)), opts_(opts) {}
@@ -113,7 +80,7 @@ Result<void> IdlePageSource::set_targets(std::span<const Pid> pids) {
 
 Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::uint64_t& budget) {
   const auto dir = paths_.proc / std::to_string(pid);
-  auto maps = read_text(dir / "maps");
+  auto maps = read_maps(paths_, pid);
   if (!maps) return std::unexpected(maps.error());
   const std::string pagemap_path = (dir / "pagemap").string();
   const Fd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -133,7 +100,9 @@ Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::ui
   std::map<std::uint64_t, std::uint64_t> idle_words;  // bitmap word -> bits read
   std::map<std::uint64_t, std::uint64_t> to_mark;     // bitmap word -> bits to set
   std::vector<std::uint64_t> entries;
-  for (const AddrRange& r : writable_private_ranges(*maps)) {
+  for (const MapEntry& m : *maps) {
+    if (!is_movable_anon(m)) continue;
+    const AddrRange& r = m.range;
     const std::uint64_t first = r.start / kPageSize;
     const std::uint64_t count = std::min(r.bytes() / kPageSize, budget);
     if (count == 0) break;

@@ -21,10 +21,6 @@ struct IdlePageOptions {
   std::uint64_t max_pages_per_scan = 1ULL << 22;
 };
 
-// The private, writable mappings of a process (anonymous memory, heap,
-// stack): where a KV cache lives. From /proc/PID/maps text.
-std::vector<AddrRange> writable_private_ranges(std::string_view maps_text);
-
 class IdlePageSource final : public HotnessSource {
  public:
   IdlePageSource(HostPaths paths, IdlePageOptions opts);

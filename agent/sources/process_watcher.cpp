@@ -4,58 +4,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <filesystem>
 #include <utility>
 
 #include "agent/sources/bpf_skeleton.hpp"
 #include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
-#include "agent/sysfs.hpp"
 #include "procs.skel.h"
 
 namespace kvtier::agent {
-
-namespace fs = std::filesystem;
-
-bool ProcessSelector::matches(std::string_view comm, std::string_view cmdline) const {
-  for (const auto& c : comms) {
-    if (c == comm) return true;
-  }
-  for (const auto& s : cmdline_contains) {
-    if (!s.empty() && cmdline.find(s) != std::string_view::npos) return true;
-  }
-  return false;
-}
-
-Result<std::string> read_cmdline(const HostPaths& paths, Pid pid) {
-  auto text = read_text(paths.proc / std::to_string(pid) / "cmdline");
-  if (!text) return std::unexpected(text.error());
-  for (char& c : *text) {
-    if (c == '\0') c = ' ';
-  }
-  while (!text->empty() && text->back() == ' ') text->pop_back();
-  return text;
-}
-
-std::vector<Pid> scan_processes(const HostPaths& paths, const ProcessSelector& sel) {
-  std::vector<Pid> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(paths.proc, ec)) {
-    const std::string name = entry.path().filename().string();
-    Pid pid = 0;
-    auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (err != std::errc{} || ptr != name.data() + name.size()) continue;
-    auto comm = read_text(entry.path() / "comm");
-    if (!comm) continue;  // exited meanwhile
-    auto cmdline = read_cmdline(paths, pid);
-    if (sel.matches(*comm, cmdline ? *cmdline : std::string())) out.push_back(pid);
-  }
-  std::ranges::sort(out);
-  return out;
-}
 
 struct RingBufferFree {
   void operator()(ring_buffer* rb) const { ring_buffer__free(rb); }

@@ -4,7 +4,6 @@
 // starts and forgets it (and its map entries) when it ends.
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "agent/host_paths.hpp"
@@ -13,20 +12,8 @@
 
 namespace kvtier::agent {
 
-// Which processes are targets: an exact comm (the kernel's 15-character
-// name) or a substring of the command line. Empty selects nothing.
-struct ProcessSelector {
-  std::vector<std::string> comms;
-  std::vector<std::string> cmdline_contains;
-
-  [[nodiscard]] bool matches(std::string_view comm, std::string_view cmdline) const;
-};
-
-// /proc/PID/cmdline with the NULs turned into spaces.
-Result<std::string> read_cmdline(const HostPaths& paths, Pid pid);
-// Running processes the selector picks (the startup scan; events take over).
-std::vector<Pid> scan_processes(const HostPaths& paths, const ProcessSelector& sel);
-
+// Matching events against the config's selectors is the daemon's job: it
+// reads the new process with read_process() (agent/procfs.hpp).
 class ProcessWatcher {
  public:
   explicit ProcessWatcher(HostPaths paths);

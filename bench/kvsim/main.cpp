@@ -7,8 +7,10 @@
 // stats optionally to --stats FILE. Exit status: 0 success, 1 error, 2 bad usage, 3 corruption.
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
@@ -64,7 +66,20 @@ void sleep_ns(TimeNs ns) {
   nanosleep(&ts, nullptr);  // a signal cuts it short, which is what we want
 }
 
+// Unmapping more pages than the kernel flushes one by one (33) flushes the
+// whole TLB of the process. Under QEMU TCG the software TLB never evicts the
+// pool's translations, so after DAMON clears a page's accessed bit the CPU
+// would never set it again; real TLBs evict all the time.
+void flush_own_tlb() {
+  constexpr std::size_t kScratch = 64 * 4096;
+  void* p = mmap(nullptr, kScratch, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  for (std::size_t off = 0; off < kScratch; off += 4096) static_cast<volatile char*>(p)[off] = 1;
+  munmap(p, kScratch);
+}
+
 struct Options {
+  bool flush_tlb = false;
   std::string trace;
   std::string trace_format;
   std::string preset = "llama3-8b";
@@ -371,6 +386,7 @@ int run(const Options& o) {
     }
     const TimeNs query_before = query_ns;
     const bool stepped = sim.advance(now);
+    if (stepped && o.flush_tlb) flush_own_tlb();
     report_corruptions(sim);
     const TimeNs after = mono_now();
     if (stepped) busy_ns += after - now - (query_ns - query_before);
@@ -471,6 +487,9 @@ int parse_and_run(int argc, char** argv) {
                  "64-byte lines checked per 4 KiB page on each read (64: every byte)")
       ->capture_default_str()
       ->check(CLI::Range(1U, 64U));
+  app.add_flag("--flush-tlb", o.flush_tlb,
+               "Flush this process's TLB after every decode step (for QEMU TCG guests, whose "
+               "software TLB otherwise hides every access from DAMON)");
   app.add_flag("--hugepages", o.hugepages, "madvise(MADV_HUGEPAGE) the pool");
   app.add_flag("--no-populate", o.no_populate, "Do not fault the pool in at start");
   app.add_option("--decode-ms", o.decode_ms,

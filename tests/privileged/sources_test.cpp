@@ -74,6 +74,7 @@ void expect_exactly_touched(agent::HotnessSource& src, SourceKind kind) {
     got.insert(addr);
     EXPECT_EQ(weight, 1U) << std::hex << addr;
   }
+  EXPECT_EQ(got.size(), child.touched_pages().size());
   EXPECT_EQ(got, child.touched_pages());
   for (const auto& x : batch.samples) {
     EXPECT_EQ(x.source, kind);

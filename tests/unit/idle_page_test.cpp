@@ -28,21 +28,6 @@ std::uint64_t get_word(const std::filesystem::path& file, std::uint64_t index) {
   return v;
 }
 
-TEST(IdlePages, WritablePrivateRangesFromMaps) {
-  const auto r = agent::writable_private_ranges(
-      "55d0a0000000-55d0a0001000 r--p 00000000 08:01 123 /usr/bin/x\n"
-      "55d0a0002000-55d0a0003000 rw-p 00002000 08:01 123 /usr/bin/x\n"
-      "55d0a1000000-55d0a1021000 rw-p 00000000 00:00 0 [heap]\n"
-      "7f0000000000-7f0004000000 rw-p 00000000 00:00 0 \n"
-      "7f0004000000-7f0004001000 rw-s 00000000 00:05 9 /dev/zero (deleted)\n"
-      "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
-      "garbage\n");
-  ASSERT_EQ(r.size(), 3U);
-  EXPECT_EQ(r[0], (AddrRange{.start = 0x55d0a1000000, .end = 0x55d0a1021000}));
-  EXPECT_EQ(r[1].bytes(), 64ULL << 20);
-  EXPECT_EQ(r[2].start, 0x7ffd00000000U);
-}
-
 // The kernel's side is played by the test: it clears an idle bit where the
 // hardware would have set an accessed bit.
 TEST(IdlePages, ReportsPagesWhoseIdleBitWasClearedSinceTheLastScan) {

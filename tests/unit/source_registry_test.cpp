@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "unit/sources_scratch.hpp"
 
@@ -103,29 +102,6 @@ TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
   }
   EXPECT_EQ(agent::default_source_order(),
             (std::vector<std::string>{"pmu", "damon", "faults", "pmu-soft", "idle"}));
-}
-
-TEST(ProcessSelector, MatchesCommOrCmdline) {
-  const agent::ProcessSelector sel{.comms = {"vllm"}, .cmdline_contains = {"sglang.launch_server"}};
-  EXPECT_TRUE(sel.matches("vllm", ""));
-  EXPECT_FALSE(sel.matches("vllm2", "python3 -m foo"));
-  EXPECT_TRUE(sel.matches("python3", "python3 -m sglang.launch_server --port 1"));
-  EXPECT_FALSE(agent::ProcessSelector{}.matches("vllm", "vllm"));
-}
-
-TEST(ProcessSelector, ScansProc) {
-  testing::SourcesScratch t;
-  t.write("proc/100/comm", "vllm\n");
-  t.write("proc/100/cmdline", std::string("vllm\0serve\0", 11));
-  t.write("proc/200/comm", "python3\n");
-  t.write("proc/200/cmdline", std::string("python3\0-m\0sglang.launch_server\0", 32));
-  t.write("proc/300/comm", "bash\n");
-  t.write("proc/self/comm", "vllm\n");
-  const agent::ProcessSelector sel{.comms = {"vllm"}, .cmdline_contains = {"sglang"}};
-  EXPECT_EQ(agent::scan_processes(t.paths(), sel), (std::vector<Pid>{100, 200}));
-  auto cmd = agent::read_cmdline(t.paths(), 200);
-  ASSERT_TRUE(cmd);
-  EXPECT_EQ(*cmd, "python3 -m sglang.launch_server");
 }
 
 }  // namespace

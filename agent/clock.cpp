@@ -1,4 +1,4 @@
-#include "agent/movers/clock.hpp"
+#include "agent/clock.hpp"
 
 #include <chrono>
 #include <thread>

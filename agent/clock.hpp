@@ -1,5 +1,5 @@
 #pragma once
-// Time for the movers, injectable so rate limits and expiries are tested
+// Time for the agent, injectable so rate limits and expiries are tested
 // without sleeping.
 
 #include <functional>

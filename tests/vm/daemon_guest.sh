@@ -1,0 +1,56 @@
+#!/bin/sh
+# Guest side of vm.daemon_demotes: kvtierd, started from a config that selects
+# kvtier_hotset by comm, against a 64 MiB buffer whose 8 MiB are kept hot.
+# Prints KEY=VALUE and JSON lines that tests/vm/check_daemon.py judges.
+set -eu
+# NUMA balancing would pull pages back behind kvtierd's back; this test is
+# about kvtier's own placement.
+echo 0 > /proc/sys/kernel/numa_balancing
+cat > /tmp/kvtier.toml <<'CFG'
+[daemon]
+interval = "1s"
+[telemetry]
+socket = "/tmp/kvtierd.sock"
+socket_group = "root"
+[limits]
+min_free = "64MiB"
+[[group]]
+name = "hotset"
+[group.select]
+comm = ["^kvtier_hotset$"]
+[group.policy]
+cold_age = "8s"
+min_residence = "10s"
+CFG
+kvtierd --check-config --config /tmp/kvtier.toml
+# --flush-tlb: under TCG the accessed bits DAMON reads are only set again
+# after a TLB flush (see tests/vm/hotset.cpp).
+kvtier_hotset --total-mib 64 --hot-mib 8 --seconds ${KVTIER_TEST_SECONDS:-60} --flush-tlb 1 \
+  > /tmp/hotset.json &
+hp=$!
+sleep 1
+kvtierd --config /tmp/kvtier.toml --foreground > /tmp/kvtierd.log 2>&1 &
+kp=$!
+sleep ${KVTIER_TEST_WAIT:-40}
+echo "HOTSET=$(cat /tmp/hotset.json)"
+echo "TARGETS=$(kvtierctl --socket /tmp/kvtierd.sock targets --json | tr -d '\n ')"
+kvtierctl --socket /tmp/kvtierd.sock explain "$hp" | head -20 >&2
+kvtierctl --socket /tmp/kvtierd.sock status >&2
+set -- $(sed 's/[^0-9 ]//g' /tmp/hotset.json)
+# pid start end hot_start hot_end
+echo "HOT=$(kvtier_page_nodes "$hp" "$4" "$5")"
+echo "COLD_LOW=$(kvtier_page_nodes "$hp" "$2" "$4")"
+echo "COLD_HIGH=$(kvtier_page_nodes "$hp" "$5" "$3")"
+kill -TERM "$kp"
+rc=0
+wait "$kp" || rc=$?
+echo "KVTIERD_EXIT=$rc"
+on=0
+for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
+  [ -f "$s" ] && [ "$(cat "$s")" = on ] && on=$((on + 1))
+done
+echo "KDAMONDS_ON=$on"
+echo "SOCKET_LEFT=$([ -e /tmp/kvtierd.sock ] && echo yes || echo no)"
+kill "$hp" 2>/dev/null || true
+echo "--- kvtierd log" >&2
+cat /tmp/kvtierd.log >&2
