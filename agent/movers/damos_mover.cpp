@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/movers/sysfs_writer.hpp"
 #include "agent/sysfs.hpp"
 
 namespace kvtier::agent {
@@ -66,7 +65,7 @@ fs::path DamosMover::kdamond_dir() const {
 }
 
 Result<void> DamosMover::write(const fs::path& rel, std::string_view value) const {
-  return write_sysfs(kdamond_dir() / rel, value);
+  return write_text(kdamond_dir() / rel, value);
 }
 
 Availability DamosMover::probe(const HostPaths& host) {
@@ -88,8 +87,7 @@ Result<void> DamosMover::start() {
   auto nr = read_u64(admin(host_) / "nr_kdamonds");
   if (!nr) return std::unexpected(nr.error());
   if (*nr <= setup_.kdamond) {
-    if (auto r = write_sysfs(admin(host_) / "nr_kdamonds", std::to_string(setup_.kdamond + 1));
-        !r) {
+    if (auto r = write_text(admin(host_) / "nr_kdamonds", std::to_string(setup_.kdamond + 1)); !r) {
       return r;
     }
   }
