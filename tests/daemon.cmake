@@ -5,8 +5,8 @@ kvtier_gtest(unit_daemon unit
   LIBS agent_daemon)
 
 kvtier_gtest(privileged_daemon privileged
-  SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp
-  LIBS agent_daemon)
+  SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp
+  LIBS agent_daemon agent_sources)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
 
 # The whole daemon in the guest: kvtierd, started from its config, demotes the

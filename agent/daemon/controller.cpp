@@ -260,6 +260,7 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   auto topo = read_topology(deps_.paths);
   if (!topo) return std::unexpected(topo.error());
   topology_ = std::move(*topo);
+  telemetry.set_node_memory(topology_);
 
   if (auto ok = discover(now); !ok) return ok;
   for (auto& [pid, t] : targets_) track_vmas(t, now);

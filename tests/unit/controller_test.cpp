@@ -273,6 +273,11 @@ TEST(Controller, OnlyTheSelectedProcessBecomesATarget) {
   EXPECT_EQ(targets[0]["resident_bytes_per_node"]["0"], 4 * kMiB);
   EXPECT_EQ(loop.source->starts, 1);
   EXPECT_EQ(loop.source->targets, std::vector<Pid>{kServer});
+  // The node gauges come from the fixture's meminfo.
+  EXPECT_EQ(loop.telemetry.value("kvtier_node_memory_free_bytes", {{"node", "1"}}),
+            1011472.0 * 1024);
+  EXPECT_EQ(loop.telemetry.value("kvtier_node_memory_total_bytes", {{"node", "0"}}),
+            992232.0 * 1024);
 }
 
 TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
