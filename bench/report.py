@@ -187,7 +187,8 @@ AGENT_CPU = {
     "none": [],
     "kernel": ["kswapd"],
     "damos": ["kdamond"],
-    "kvtier": ["kvtierd"],
+    # kvtierd's DAMON source runs its own kdamond thread: part of kvtier's cost.
+    "kvtier": ["kvtierd", "kdamond"],
 }
 
 
@@ -468,8 +469,8 @@ def write_report(out_dir, results, plot_ok):
         "is the baseline that placement by first touch gives.",
         "- **migrated MiB/s**: /proc/vmstat pgmigrate_success (all migrations, system wide) over the "
         "probe's window; demoted = pgdemote_*, promoted = pgpromote_success (kernel tiering's own counters).",
-        "- **agent CPU**: user+system time of the agent over the window: kvtierd (kvtier), kdamond "
-        "(DAMOS), kswapd (kernel tiering; its demotion work). The kernel's NUMA-hint-fault handling and "
+        "- **agent CPU**: user+system time of the agent over the window: kvtierd plus the kdamond "
+        "of its DAMON source (kvtier), kdamond (DAMOS), kswapd (kernel tiering; its demotion work). The kernel's NUMA-hint-fault handling and "
         "promotions run in the faulting task (kvsim) and cannot be separated from its time.",
         "- **kvsim decode steps/s**: steps per second of the whole run; decode is paced to the "
         "trace's real time, so it only drops when steps take longer than their budget; "

@@ -63,7 +63,7 @@ if ((!report_only)); then
       pass+=("$name=$value")
   done < <(env)
   kvsim_args=(--trace /kvtier/traces/mooncake_synthetic_trace.jsonl --kv-budget "$budget"
-    --time-scale 1 --read-nodes-every 1 --stats-interval 1 --cold-ages 10,30)
+    --time-scale 1 --read-nodes-every 1 --stats-interval 1 --cold-ages 10,30 --flush-tlb)
   for mode in $modes; do
     echo "bench: mode $mode: booting the guest (node 0 $mem0 MiB, node 1 $mem1 MiB), $duration s of workload" >&2
     t0=$(date +%s)

@@ -216,6 +216,8 @@ socket_group = "root"
 # No PMU under TCG; kvsim is single-threaded and pre-faults its pool, so neither NUMA hint
 # faults nor ordinary faults say what it touches: DAMON virtual-address monitoring does.
 force = "$KVTIER_SOURCE"
+damon_min_regions = $DAMON_MIN_REGIONS
+damon_max_regions = $DAMON_MAX_REGIONS
 
 [limits]
 migrate_rate = "$KVTIER_MIGRATE_RATE"
@@ -233,6 +235,7 @@ comm = ["^kvsim\$"]
 
 [group.policy]
 cold_age = "${COLD_AGE_S}s"
+half_life = "${COLD_AGE_S}s"
 min_residence = "${COLD_AGE_S}s"
 promote = true
 EOF
