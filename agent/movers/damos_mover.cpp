@@ -32,10 +32,6 @@ std::string_view filter_type(DamosFilter::Type t) {
   return "anon";
 }
 
-fs::path admin(const HostPaths& host) {
-  return host.sys / "kernel/mm/damon/admin/kdamonds";
-}
-
 }  // namespace
 
 std::string_view to_string(DamosAction action) {
@@ -53,7 +49,7 @@ std::string_view to_string(DamosAction action) {
 }
 
 DamosMover::DamosMover(HostPaths host, DamosSetup setup)
-    : host_(std::move(host)), setup_(std::move(setup)) {}
+    : host_(std::move(host)), setup_(std::move(setup)), damon_(DamonSysfs::under(host_)) {}
 
 DamosMover::~DamosMover() {
   if (running_) {
@@ -61,16 +57,12 @@ DamosMover::~DamosMover() {
   }
 }
 
-fs::path DamosMover::kdamond_dir() const {
-  return admin(host_) / std::to_string(setup_.kdamond);
-}
-
 Result<void> DamosMover::write(const fs::path& rel, std::string_view value) const {
-  return write_text(kdamond_dir() / rel, value);
+  return damon_.write(damon_.kdamond_dir(kdamond()) / rel, value);
 }
 
 Availability DamosMover::probe(const HostPaths& host) {
-  const auto nr = admin(host) / "nr_kdamonds";
+  const auto nr = DamonSysfs::under(host).admin() / "kdamonds/nr_kdamonds";
   if (!fs::exists(nr)) {
     return {.ok = false,
             .why = fmt::format("{} missing: the kernel lacks CONFIG_DAMON_SYSFS (needs 6.11+ "
@@ -81,18 +73,23 @@ Availability DamosMover::probe(const HostPaths& host) {
 }
 
 Result<void> DamosMover::start() {
-  const auto state_path = kdamond_dir() / "state";
-  if (auto st = read_text(state_path); st && *st == "on") {
-    if (auto r = write("state", "off"); !r) return r;
+  if (auto st = damon_.state(kdamond()); st && *st == "on") {
+    if (auto r = damon_.turn_off(kdamond()); !r) return r;
   }
-  auto nr = read_u64(admin(host_) / "nr_kdamonds");
+  auto nr = damon_.nr_kdamonds();
   if (!nr) return std::unexpected(nr.error());
-  if (*nr <= setup_.kdamond) {
-    if (auto r = write_text(admin(host_) / "nr_kdamonds", std::to_string(setup_.kdamond + 1)); !r) {
-      return r;
-    }
+  if (*nr <= kdamond()) {
+    if (auto r = damon_.set_nr_kdamonds(kdamond() + 1); !r) return r;
   }
-  // A sequence of writes, each stopping at the first error (which names the file).
+  const DamonContextSpec context{
+      .operations = setup_.operations,
+      .intervals = {.sample_us = setup_.sample_us,
+                    .aggr_us = setup_.aggr_us,
+                    .update_us = setup_.update_us},
+      .nr_regions = {.min = setup_.min_nr_regions, .max = setup_.max_nr_regions},
+      .targets = {DamonTargetSpec{.pid = setup_.pid_target, .regions = setup_.regions}}};
+  if (auto r = damon_.configure(kdamond(), context); !r) return r;
+  // The schemes: a sequence of writes, each stopping at the first error (which names the file).
   std::vector<std::pair<fs::path, std::string>> w;
   const auto add = [&](fs::path rel, const auto& value) {
     if constexpr (std::is_convertible_v<decltype(value), std::string_view>) {
@@ -101,22 +98,7 @@ Result<void> DamosMover::start() {
       w.emplace_back(std::move(rel), std::to_string(value));
     }
   };
-  add("contexts/nr_contexts", "1");
   const fs::path c = "contexts/0";
-  add(c / "operations", setup_.operations);
-  add(c / "monitoring_attrs/intervals/sample_us", setup_.sample_us);
-  add(c / "monitoring_attrs/intervals/aggr_us", setup_.aggr_us);
-  add(c / "monitoring_attrs/intervals/update_us", setup_.update_us);
-  add(c / "monitoring_attrs/nr_regions/max", setup_.max_nr_regions);
-  add(c / "monitoring_attrs/nr_regions/min", setup_.min_nr_regions);
-  add(c / "targets/nr_targets", "1");
-  if (setup_.operations != "paddr") add(c / "targets/0/pid_target", setup_.pid_target);
-  add(c / "targets/0/regions/nr_regions", setup_.regions.size());
-  for (std::size_t i = 0; i < setup_.regions.size(); ++i) {
-    const fs::path r = c / "targets/0/regions" / std::to_string(i);
-    add(r / "start", setup_.regions[i].start);
-    add(r / "end", setup_.regions[i].end);
-  }
   add(c / "schemes/nr_schemes", setup_.schemes.size());
   for (std::size_t i = 0; i < setup_.schemes.size(); ++i) {
     const auto& s = setup_.schemes[i];
@@ -186,7 +168,7 @@ Result<std::vector<DamosSchemeStats>> DamosMover::read_stats() {
   }
   std::vector<DamosSchemeStats> out;
   for (std::size_t i = 0; i < setup_.schemes.size(); ++i) {
-    const fs::path d = kdamond_dir() / "contexts/0/schemes" / std::to_string(i) / "stats";
+    const fs::path d = damon_.context_dir(kdamond()) / "schemes" / std::to_string(i) / "stats";
     DamosSchemeStats s;
     for (auto [name, field] :
          {std::pair{"nr_tried", &s.nr_tried}, std::pair{"sz_tried", &s.sz_tried},

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/damon_sysfs.hpp"
 #include "agent/host_paths.hpp"
 #include "agent/hotness_source.hpp"
 #include "agent/mover.hpp"
@@ -115,11 +116,13 @@ class DamosMover final : public Mover {
   static Result<std::string> memcg_path_of(const HostPaths& host, Pid pid);
 
  private:
-  [[nodiscard]] std::filesystem::path kdamond_dir() const;
+  [[nodiscard]] int kdamond() const { return static_cast<int>(setup_.kdamond); }
+  // Writes under this mover's kdamond directory.
   Result<void> write(const std::filesystem::path& rel, std::string_view value) const;
 
   HostPaths host_;
   DamosSetup setup_;
+  DamonSysfs damon_;
   bool running_ = false;
   std::vector<DamosSchemeStats> last_;
 };

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "agent/sources/damon_sysfs.hpp"
+#include "agent/damon_sysfs.hpp"
 #include "unit/sources_scratch.hpp"
 
 namespace kvtier {

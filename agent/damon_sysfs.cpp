@@ -1,4 +1,4 @@
-#include "agent/sources/damon_sysfs.hpp"
+#include "agent/damon_sysfs.hpp"
 
 #include <fmt/format.h>
 

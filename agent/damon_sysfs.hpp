@@ -2,9 +2,9 @@
 // DAMON's sysfs interface (/sys/kernel/mm/damon/admin): create kdamonds,
 // give each one context with its operations (vaddr per process, paddr for
 // physical memory), monitoring intervals, region bounds and targets, then turn
-// it on and off. Kept generic so the DAMOS mover can add schemes under
-// context_dir() itself. The root is a parameter so tests run it on a tree of
-// plain files laid out like the kernel's.
+// it on and off. Shared by the DAMON source (vaddr monitoring) and the DAMOS
+// mover, which adds its schemes under context_dir() itself. The root is a parameter so tests run it
+// on a tree of plain files laid out like the kernel's.
 
 #include <cstdint>
 #include <filesystem>
