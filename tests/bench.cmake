@@ -10,3 +10,11 @@ target_compile_definitions(unit_kvsim PRIVATE
   KVTIER_KVSIM_BIN="$<TARGET_FILE:kvsim>"
   KVTIER_SHARED_TRACES="${PROJECT_SOURCE_DIR}/../shared/traces")
 kvtier_vm_test(kvsim_guest kvsim_guest.sh)
+
+# The benchmark harness: the residency probe's parsers (C++) and report.py's metrics (python).
+kvtier_gtest(unit_bench_probe unit SOURCES unit/bench_probe_test.cpp LIBS bench_probe_core)
+add_test(NAME unit.bench_report
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/unit/bench_report_test.py)
+set_tests_properties(unit.bench_report PROPERTIES LABELS unit)
+# The benchmark harness end to end in the guest (short): no tiering and DAMOS.
+kvtier_vm_test(bench_smoke bench_smoke.sh)

@@ -258,6 +258,10 @@ void Simulator::decode_step(TimeNs now) {
     }
     ++meta_[s.tail].tokens;
   }
+  if (config_.read_nodes_every > 0 && page_nodes_ &&
+      counters_.steps % config_.read_nodes_every == 0) {
+    count_read_nodes();
+  }
   const std::uint64_t tb = layout_.token_bytes;
   const std::uint64_t step = counters_.steps;
   for (std::uint32_t t = 0; t < layout_.tensors(); ++t) {
@@ -277,6 +281,50 @@ void Simulator::decode_step(TimeNs now) {
   }
   std::erase_if(running_, [](const Sequence& s) { return s.decode_left == 0; });
   ++counters_.steps;
+}
+
+void Simulator::count_read_nodes() {
+  constexpr std::uint64_t kPage = 4096;
+  query_pages_.clear();
+  query_bytes_.clear();
+  // The same bytes read_chunk() counts: the filled part of every chunk of every running
+  // sequence, page by page (a page read by two sequences counts twice, as its bytes do).
+  for (std::uint32_t t = 0; t < layout_.tensors(); ++t) {
+    for (const Sequence& s : running_) {
+      for (BlockId b : s.blocks) {
+        std::byte* const chunk = pool_.chunk(b, t);
+        const auto begin = reinterpret_cast<std::uintptr_t>(chunk);
+        const std::uintptr_t end = begin + filled_bytes(b);
+        for (std::uintptr_t a = begin; a < end;) {
+          const std::uintptr_t page = a & ~(std::uintptr_t{kPage} - 1);
+          const std::uintptr_t next = std::min<std::uintptr_t>(page + kPage, end);
+          // The page start as a pointer into the pool (it may lie before the chunk's start).
+          void* const page_ptr = chunk - static_cast<std::ptrdiff_t>(begin - page);
+          if (!query_pages_.empty() && query_pages_.back() == page_ptr) {
+            query_bytes_.back() += next - a;  // two chunks sharing a page (chunks < 4 KiB)
+          } else {
+            query_pages_.push_back(page_ptr);
+            query_bytes_.push_back(next - a);
+          }
+          a = next;
+        }
+      }
+    }
+  }
+  query_nodes_.assign(query_pages_.size(), -1);
+  page_nodes_(query_pages_, query_nodes_);
+  ++counters_.node_sampled_steps;
+  for (std::size_t i = 0; i < query_pages_.size(); ++i) {
+    counters_.node_sampled_read_bytes += query_bytes_[i];
+    const int node = query_nodes_[i];
+    if (node < 0) {
+      counters_.read_bytes_unplaced += query_bytes_[i];
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(node);
+    if (counters_.read_bytes_on_node.size() <= n) counters_.read_bytes_on_node.resize(n + 1, 0);
+    counters_.read_bytes_on_node[n] += query_bytes_[i];
+  }
 }
 
 bool Simulator::advance(TimeNs now) {

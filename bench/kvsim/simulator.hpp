@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -37,7 +38,14 @@ struct SimConfig {
   std::uint64_t seed = 1;            // pattern seed and corruption-injection choice
   std::uint32_t lines_per_page = 4;  // lines checked per 4 KiB page on each read; 64 = all
   bool loop = false;                 // replay the trace when it ends
+  // Every this many decode steps, ask where the pages the step reads live (0: never).
+  std::uint32_t read_nodes_every = 0;
 };
+
+// Where pages live: fills nodes[i] with the NUMA node holding pages[i] (page-aligned), or a
+// negative errno when it cannot tell (not present, ...). kvsim passes move_pages(2) in query
+// mode; tests script it. It is called with the step's pages right before the step reads them.
+using PageNodeQuery = std::function<void(std::span<void* const> pages, std::span<int> nodes)>;
 
 struct SimCounters {
   std::uint64_t steps = 0;    // decode steps run
@@ -55,6 +63,11 @@ struct SimCounters {
   std::uint64_t written_bytes = 0;
   std::uint64_t verified_bytes = 0;  // bytes checked in full (eviction, free, verify_all)
   std::uint64_t corrupted_bytes = 0;
+  // Decode reads of the steps sampled with the PageNodeQuery, split by the node of each page.
+  std::uint64_t node_sampled_steps = 0;
+  std::uint64_t node_sampled_read_bytes = 0;
+  std::vector<std::uint64_t> read_bytes_on_node;  // index: node id
+  std::uint64_t read_bytes_unplaced = 0;          // pages the query could not place
 };
 
 struct CorruptionReport {
@@ -85,6 +98,8 @@ class Simulator {
   std::optional<CorruptionReport> inject_corruption();
   // Corruption found since the last call.
   std::vector<CorruptionReport> take_corruptions();
+  // Enables the per-node read accounting of SimConfig::read_nodes_every.
+  void set_page_node_query(PageNodeQuery query) { page_nodes_ = std::move(query); }
 
   [[nodiscard]] const SimCounters& counters() const { return counters_; }
   [[nodiscard]] const GroundTruth& truth() const { return truth_; }
@@ -143,6 +158,8 @@ class Simulator {
   // Full check of every tensor of a block.
   void verify_block(BlockId b, std::string_view when);
   void note(const VerifyResult& r, BlockId b, std::uint32_t tensor, std::string_view when);
+  // Splits the bytes this decode step is about to read by the node holding each page.
+  void count_read_nodes();
 
   SimConfig config_;
   Trace trace_;
@@ -164,6 +181,10 @@ class Simulator {
   std::uint64_t inject_rng_;
   SimCounters counters_;
   std::vector<CorruptionReport> corruptions_;
+  PageNodeQuery page_nodes_;
+  std::vector<void*> query_pages_;  // reused between sampled steps
+  std::vector<std::uint64_t> query_bytes_;
+  std::vector<int> query_nodes_;
 };
 
 }  // namespace kvtier::bench

@@ -107,6 +107,32 @@ TEST(KvsimRun, ShortMooncakeRunIsCleanAndWritesTruth) {
   fs::remove_all(dir);
 }
 
+TEST(KvsimRun, ReadNodesAccountingPlacesEveryReadByte) {
+  // move_pages for real on this host: every page read is resident (the pool is pre-faulted),
+  // so every sampled byte lands on some node, and every second step is sampled.
+  const RunResult r = run_kvsim("--trace " + (kFixtures / "mini_mooncake.jsonl").string() +
+                                " --kv-budget 32MiB --capacity-tokens 262144 --duration 2"
+                                " --step-ms 5 --time-scale 0.5 --read-nodes-every 2");
+  expect_clean_run(r);
+  const json& end = *r.last("end");
+  const json& rn = end["read_nodes"];
+  const auto steps = end["steps"].get<std::uint64_t>();
+  EXPECT_EQ(rn["sampled_steps"].get<std::uint64_t>(), (steps + 1) / 2);
+  const auto sampled = rn["sampled_read_bytes"].get<std::uint64_t>();
+  EXPECT_GT(sampled, 0U);
+  EXPECT_LT(sampled, end["read_bytes"].get<std::uint64_t>());
+  EXPECT_EQ(rn["unplaced_bytes"], 0);
+  std::uint64_t placed = 0;
+  for (const auto& [node, bytes] : rn["by_node"].items()) placed += bytes.get<std::uint64_t>();
+  EXPECT_EQ(placed, sampled);
+  // Off by default: nothing sampled.
+  const RunResult off = run_kvsim("--trace " + (kFixtures / "mini_mooncake.jsonl").string() +
+                                  " --kv-budget 32MiB --capacity-tokens 262144 --duration 1"
+                                  " --step-ms 5");
+  expect_clean_run(off);
+  EXPECT_EQ((*off.last("end"))["read_nodes"]["sampled_steps"], 0);
+}
+
 TEST(KvsimRun, ShortAzureRunIsClean) {
   expect_clean_run(run_kvsim("--trace " + (kFixtures / "mini_azure.csv").string() +
                              " --kv-budget 16MiB --capacity-tokens 131072 --duration 2 --step-ms 5"

@@ -43,17 +43,20 @@ Request req(double at, std::uint32_t input, std::uint32_t output, std::vector<st
 
 class KvsimSimulator : public ::testing::Test {
  protected:
-  void build(std::uint32_t blocks, std::vector<Request> requests, std::uint32_t max_batch = 8) {
+  void build(std::uint32_t blocks, std::vector<Request> requests, std::uint32_t max_batch = 8,
+             std::uint32_t read_nodes_every = 0) {
     scaling_ = tiny_scaling(blocks);
     layout_ =
         PoolLayout{.layers = 1, .blocks = scaling_.blocks, .chunk_bytes = 8192, .token_bytes = 512};
     auto pool = KvPool::create(layout_, PoolOptions{});
     ASSERT_TRUE(pool) << pool.error().message;
     pool_.emplace(std::move(*pool));
-    sim_.emplace(
-        SimConfig{
-            .scaling = scaling_, .time_scale = 1.0, .max_batch = max_batch, .lines_per_page = 4},
-        Trace{.source = "script", .requests = std::move(requests)}, *pool_, kT0);
+    sim_.emplace(SimConfig{.scaling = scaling_,
+                           .time_scale = 1.0,
+                           .max_batch = max_batch,
+                           .lines_per_page = 4,
+                           .read_nodes_every = read_nodes_every},
+                 Trace{.source = "script", .requests = std::move(requests)}, *pool_, kT0);
   }
   Scaling scaling_;
   PoolLayout layout_;
@@ -193,6 +196,47 @@ TEST_F(KvsimSimulator, FlippedByteIsReportedWithItsAddress) {
   EXPECT_EQ(reports.back().block, injected->block);
   EXPECT_EQ(reports.back().when, "final");
   EXPECT_TRUE(s.take_corruptions().empty());
+}
+
+TEST_F(KvsimSimulator, ReadBytesAreSplitByTheNodeOfEachPage) {
+  // One 512-token prompt (32 full blocks of 8 KiB chunks = 2 pages each), 3 output tokens;
+  // every second step is sampled. The scripted query puts tensor 1 on node 1, tensor 0 on
+  // node 0, and cannot place the page of the output block in tensor 0.
+  build(70, {req(0.0, 512, 3, {7})}, 8, 2);
+  Simulator& s = *sim_;
+  const auto t1 = reinterpret_cast<std::uintptr_t>(pool_->chunk(0, 1));
+  std::vector<std::size_t> batch_sizes;
+  bool aligned = true;
+  s.set_page_node_query([&](std::span<void* const> pages, std::span<int> nodes) {
+    batch_sizes.push_back(pages.size());
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      const auto a = reinterpret_cast<std::uintptr_t>(pages[i]);
+      aligned = aligned && a % 4096 == 0;
+      const bool output_page = a == reinterpret_cast<std::uintptr_t>(pool_->chunk(32, 0));
+      nodes[i] = output_page ? -14 : (a >= t1 ? 1 : 0);
+    }
+  });
+  ASSERT_TRUE(s.advance(kT0));  // step 0: sampled; block 32 holds 1 token (512 bytes)
+  EXPECT_TRUE(aligned);
+  ASSERT_EQ(batch_sizes, std::vector<std::size_t>{2 * (32 * 2 + 1)});
+  const SimCounters& c = s.counters();
+  EXPECT_EQ(c.node_sampled_steps, 1U);
+  EXPECT_EQ(c.node_sampled_read_bytes, c.read_bytes);  // no prefill read: all decode
+  ASSERT_EQ(c.read_bytes_on_node.size(), 2U);
+  EXPECT_EQ(c.read_bytes_on_node[0], 32U * 8192);
+  EXPECT_EQ(c.read_bytes_on_node[1], 32U * 8192 + 512);
+  EXPECT_EQ(c.read_bytes_unplaced, 512U);
+
+  ASSERT_TRUE(s.advance(kT0 + 1));  // step 1: not sampled
+  EXPECT_EQ(c.node_sampled_steps, 1U);
+  EXPECT_LT(c.node_sampled_read_bytes, c.read_bytes);
+  ASSERT_TRUE(s.advance(kT0 + 2));  // step 2: sampled, block 32 now holds 3 tokens
+  EXPECT_EQ(c.node_sampled_steps, 2U);
+  EXPECT_EQ(batch_sizes.size(), 2U);
+  EXPECT_EQ(c.read_bytes_on_node[1], 2 * 32U * 8192 + 512 + 3 * 512);
+  EXPECT_EQ(c.read_bytes_unplaced, 512U + 3 * 512);
+  EXPECT_EQ(c.node_sampled_read_bytes,
+            c.read_bytes_on_node[0] + c.read_bytes_on_node[1] + c.read_bytes_unplaced);
 }
 
 TEST_F(KvsimSimulator, GroundTruthFilesDescribeEveryChunk) {

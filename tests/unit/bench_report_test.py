@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Unit tests of bench/report.py's metrics: precision/recall of demotion against kvsim's ground
+truth, run expansion, migration rates and CPU deltas from probe samples, the DRAM read share
+from kvsim's cumulative counters, and a whole report from synthetic mode files."""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import report  # noqa: E402
+
+SEC = 1_000_000_000
+HEADER = "block,tensor,start,end,state,last_access_ns,accesses,writes\n"
+
+
+def truth_csv(rows):
+    return HEADER + "".join(f"{b},0,{s},{e},{st},{last},1,1\n" for b, s, e, st, last in rows)
+
+
+class DemotionScore(unittest.TestCase):
+    def test_exact_counts_for_a_scripted_layout(self):
+        # Four chunks of two pages at 0x10000: chunk 0 and 2 cold (last access 20 s before now),
+        # 1 and 3 hot (1 s before). Pages on node 1: chunk 0 (both), chunk 1 (one), chunk 2 none.
+        base = 0x10000
+        now = 100 * SEC
+        rows = truth_csv([
+            (0, base, base + 8192, "cached", now - 20 * SEC),
+            (1, base + 8192, base + 16384, "active", now - 1 * SEC),
+            (2, base + 16384, base + 24576, "free", now - 20 * SEC),
+            (3, base + 24576, base + 32768, "active", now - 1 * SEC),
+        ])
+        pages = report.expand_runs([[1, 2], [1, 1], [0, 1], [0, 2], [0, 2]])
+        s = report.demotion_score(base, pages, report.parse_truth_csv(rows), now, 10 * SEC)
+        self.assertEqual(s["considered_bytes"], 8 * 4096)
+        self.assertEqual(s["demoted_bytes"], 3 * 4096)
+        self.assertEqual(s["cold_bytes"], 4 * 4096)
+        self.assertEqual(s["demoted_cold_bytes"], 2 * 4096)
+        self.assertAlmostEqual(s["precision"], 2 / 3)
+        self.assertAlmostEqual(s["recall"], 2 / 4)
+
+    def test_cold_age_boundary_and_undefined_ratios(self):
+        base = 0
+        now = 50 * SEC
+        rows = report.parse_truth_csv(truth_csv([(0, base, base + 4096, "cached", now - 10 * SEC)]))
+        # Exactly the cold age counts as cold (kvsim's own rule).
+        self.assertEqual(report.demotion_score(base, [0], rows, now, 10 * SEC)["cold_bytes"], 4096)
+        self.assertEqual(report.demotion_score(base, [0], rows, now, 10 * SEC + 1)["cold_bytes"], 0)
+        # Nothing on node 1: precision undefined, recall 0.
+        s = report.demotion_score(base, [0], rows, now, 10 * SEC)
+        self.assertIsNone(s["precision"])
+        self.assertEqual(s["recall"], 0)
+        # Nothing cold: recall undefined.
+        s = report.demotion_score(base, [1], rows, now, 60 * SEC)
+        self.assertIsNone(s["recall"])
+        self.assertEqual(s["precision"], 0)
+
+    def test_unplaced_pages_and_chunks_outside_the_map_are_left_out(self):
+        base = 0x100000
+        now = 100 * SEC
+        rows = report.parse_truth_csv(truth_csv([
+            (0, base, base + 8192, "cached", 0),
+            (1, base + 8192, base + 16384, "cached", 0),  # beyond the two-page map
+            (2, base - 8192, base, "cached", 0),  # before it
+        ]))
+        s = report.demotion_score(base, [1, -2], rows, now, SEC)
+        self.assertEqual(s["considered_bytes"], 4096)
+        self.assertEqual(s["demoted_cold_bytes"], 4096)
+        self.assertEqual(s["precision"], 1.0)
+
+    def test_chunks_smaller_than_a_page_split_it(self):
+        base = 0
+        now = 100 * SEC
+        rows = report.parse_truth_csv(truth_csv([
+            (0, 0, 2048, "cached", 0),  # cold half
+            (1, 2048, 4096, "active", now),  # hot half
+        ]))
+        s = report.demotion_score(base, [1], rows, now, SEC)
+        self.assertEqual(s["demoted_bytes"], 4096)
+        self.assertEqual(s["cold_bytes"], 2048)
+        self.assertAlmostEqual(s["precision"], 0.5)
+        self.assertAlmostEqual(s["recall"], 1.0)
+
+    def test_truth_without_header_is_rejected(self):
+        with self.assertRaises(ValueError):
+            report.parse_truth_csv("0,0,0,4096,free,0,0,0\n")
+
+
+class Counters(unittest.TestCase):
+    def sample(self, t_s, vm, cpu):
+        return {"t_ns": int(t_s * SEC), "vmstat": vm, "cpu_ticks": cpu, "clk_tck": 100}
+
+    def test_migration_rates_from_vmstat_deltas(self):
+        a = self.sample(0, {"pgmigrate_success": 1000, "pgdemote_kswapd": 10, "pgdemote_direct": 0,
+                            "pgpromote_success": 5, "pgmigrate_fail": 1, "numa_hint_faults": 7}, {})
+        b = self.sample(4, {"pgmigrate_success": 1000 + 4 * 256, "pgdemote_kswapd": 10 + 512,
+                            "pgdemote_direct": 512, "pgpromote_success": 5, "pgmigrate_fail": 3,
+                            "numa_hint_faults": 17}, {})
+        m = report.migration_rates(a, b)
+        self.assertAlmostEqual(m["migrated_mib_s"], 1.0)
+        self.assertAlmostEqual(m["demoted_mib_s"], 1.0)
+        self.assertAlmostEqual(m["promoted_mib_s"], 0.0)
+        self.assertEqual(m["migrate_fail_pages"], 2)
+        self.assertEqual(m["numa_hint_faults"], 10)
+        # A kernel without the counters: None, not zero.
+        self.assertIsNone(report.migration_rates(self.sample(0, {}, {}), self.sample(1, {}, {}))["promoted_mib_s"])
+
+    def test_cpu_seconds_by_comm_prefix(self):
+        a = self.sample(0, {}, {"kswapd0": 100, "kswapd1": 50, "kvsim": 1000})
+        b = self.sample(10, {}, {"kswapd0": 150, "kswapd1": 60, "kvsim": 1500, "kdamond.0": 30})
+        self.assertAlmostEqual(report.cpu_seconds(a, b, ["kswapd"]), 0.6)
+        self.assertAlmostEqual(report.cpu_seconds(a, b, ["kdamond"]), 0.3)  # appeared meanwhile
+        self.assertEqual(report.cpu_seconds(a, b, ["kvtierd"]), 0)
+
+    def test_dram_read_share_between_stats_lines(self):
+        def st(t, total, n0):
+            return {"time_ns": t * SEC, "read_nodes": {"sampled_read_bytes": total, "by_node": {"0": n0, "1": total - n0}}}
+        stats = [st(1, 100, 100), st(2, 200, 150), st(3, 400, 250), st(9, 1000, 250)]
+        self.assertAlmostEqual(report.dram_read_share(stats, until_ns=3 * SEC), 250 / 400)
+        self.assertAlmostEqual(report.dram_read_share(stats, until_ns=3 * SEC, since_ns=2 * SEC), 100 / 200)
+        self.assertIsNone(report.dram_read_share([st(1, 0, 0)]))
+
+
+class WholeReport(unittest.TestCase):
+    def test_rows_for_a_measured_mode_and_an_unavailable_one(self):
+        base = 0x200000
+        pool = 4 * 4096
+        t0 = 1000 * SEC
+        with tempfile.TemporaryDirectory() as d:
+            ev = [
+                {"src": "bench", "event": "layout", "mode": "none", "kernel": "6.12", "memory_tiers": "t4: 0",
+                 "nodes": {"0": {"total_kib": 1024, "free_kib": 512}, "1": {"total_kib": 2048, "free_kib": 2048}}},
+                {"src": "bench", "event": "settings", "cold_age_s": 10},
+                {"src": "kvsim", "event": "start", "pool_bytes": pool, "pool": [base, base + pool],
+                 "trace": {"path": "/t/x.jsonl", "requests": 3}, "time_scale": 1.0, "scaled": "s",
+                 "sim": {"blocks": 2, "block_bytes": 8192, "step_ms": 960}},
+                {"src": "kvsim", "event": "stats", "time_ns": t0 + 5 * SEC,
+                 "read_nodes": {"sampled_read_bytes": 100, "by_node": {"0": 75, "1": 25}}},
+                {"src": "kvsim", "event": "end", "steps_per_s": 1.0, "step_work_ms": 3.0, "tokens": 9,
+                 "corrupted_bytes": 0, "result": "ok"},
+                {"src": "probe", "event": "sample", "i": 0, "t_ns": t0, "t_s": 0.0, "query_ms": 1.0,
+                 "bytes_by_node": {"0": pool}, "vmstat": {"pgmigrate_success": 0}, "cpu_ticks": {}, "clk_tck": 100},
+                {"src": "probe", "event": "sample", "i": 1, "t_ns": t0 + 10 * SEC, "t_s": 10.0, "query_ms": 1.0,
+                 "bytes_by_node": {"0": pool // 2, "1": pool // 2}, "vmstat": {"pgmigrate_success": 2560},
+                 "cpu_ticks": {}, "clk_tck": 100, "start": base, "runs": [[0, 2], [1, 2]]},
+                {"src": "probe", "event": "truth", "i": 1, "t_ns": t0 + 10 * SEC,
+                 "csv": truth_csv([(0, base, base + 8192, "active", t0 + 9 * SEC),
+                                   (1, base + 8192, base + 16384, "cached", t0)])},
+                {"src": "bench", "event": "done", "kvsim_status": 0},
+            ]
+            with open(os.path.join(d, "none.jsonl"), "w") as f:
+                f.write("noise line\n" + "\n".join(json.dumps(e) for e in ev) + "\n")
+            with open(os.path.join(d, "kvtier.jsonl"), "w") as f:
+                f.write(json.dumps({"src": "bench", "event": "unavailable", "mode": "kvtier",
+                                    "reason": "kvtierd runs but does not manage kvsim"}) + "\n")
+            self.assertEqual(report.main([d, "--modes", "none,kvtier", "--no-plot"]), 0)
+            with open(os.path.join(d, "report.md"), encoding="utf-8") as f:
+                md = f.read()
+            for col in report.COLUMNS:
+                self.assertIn(col, md)
+            self.assertIn("| kvtier | not available: kvtierd runs but does not manage kvsim |", md)
+            with open(os.path.join(d, "results.json"), encoding="utf-8") as f:
+                res = {r["mode"]: r for r in json.load(f)}
+            r = res["none"]
+            self.assertEqual(r["share_cxl_end"], 0.5)
+            self.assertEqual(r["dram_read_share"], 0.75)
+            self.assertEqual(r["final_score"]["precision"], 1.0)
+            self.assertEqual(r["final_score"]["recall"], 1.0)
+            self.assertAlmostEqual(r["migration"]["migrated_mib_s"], 1.0)
+            self.assertEqual(r["corrupted_bytes"], 0)
+            self.assertNotIn("share_cxl", res["kvtier"])
+
+
+if __name__ == "__main__":
+    unittest.main()
