@@ -59,14 +59,21 @@ Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid) {
   const fs::path exe = fs::read_symlink(dir / "exe", ec);
   if (!ec) info.exe = exe.string();
 
-  if (auto cg = read_text(dir / "cgroup")) {
-    std::istringstream lines(*cg);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.starts_with("0::")) info.cgroup = line.substr(3);
-    }
-  }
+  // A process without a cgroup2 line (cgroup v1 host) is matched without one.
+  if (auto cg = read_cgroup(paths, pid)) info.cgroup = std::move(*cg);
   return info;
+}
+
+Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
+  const fs::path file = paths.proc / std::to_string(pid) / "cgroup";
+  auto text = read_text(file);
+  if (!text) return std::unexpected(gone_or(text.error(), pid));
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("0::")) return line.substr(3);
+  }
+  return fail(fmt::format("{}: no cgroup2 line ('0::/path'); mount cgroup2 to use memcg filters",
+                          file.string()));
 }
 
 Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {

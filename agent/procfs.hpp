@@ -22,6 +22,11 @@ std::vector<Pid> list_pids(const HostPaths& paths);
 // ESRCH-like failures (the process exited) come back as an Error with code ESRCH.
 Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid);
 
+// The cgroup v2 path of a process ("/system.slice/x.service", "/" for the
+// root), from the "0::" line of /proc/PID/cgroup. ESRCH when the process is
+// gone; an error naming the file when it has no cgroup2 line.
+Result<std::string> read_cgroup(const HostPaths& paths, Pid pid);
+
 struct MapEntry {
   AddrRange range;
   std::string perms;  // "rw-p"

@@ -1,6 +1,9 @@
 #include "agent/sysfs.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <fstream>
@@ -23,6 +26,26 @@ Result<std::string> read_text(const std::filesystem::path& path) {
   std::string text = std::move(buf).str();
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
+}
+
+Result<void> write_text(const std::filesystem::path& path, std::string_view value) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return fail(fmt::format("{}: cannot open for writing: {}", path.string(), errno_text(err)),
+                err);
+  }
+  const ssize_t n = ::write(fd, value.data(), value.size());
+  const int err = n < 0 ? errno : 0;
+  ::close(fd);
+  if (n < 0) {
+    return fail(fmt::format("{}: writing '{}' failed: {}", path.string(), value, errno_text(err)),
+                err);
+  }
+  if (static_cast<std::size_t>(n) != value.size()) {
+    return fail(fmt::format("{}: short write of '{}'", path.string(), value), EIO);
+  }
+  return {};
 }
 
 Result<std::uint64_t> read_u64(const std::filesystem::path& path) {

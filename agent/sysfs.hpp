@@ -15,6 +15,11 @@ namespace kvtier::agent {
 // errors whose message names the path and the errno text.
 Result<std::string> read_text(const std::filesystem::path& path);
 
+// Writes `value` to a control file (sysfs knobs, DAMON's admin tree). The file
+// is opened without O_CREAT, so a missing knob is an error in a fixture tree
+// just as on a kernel that lacks it; errors name the file, the value and the errno.
+Result<void> write_text(const std::filesystem::path& path, std::string_view value);
+
 // A file holding one unsigned decimal number.
 Result<std::uint64_t> read_u64(const std::filesystem::path& path);
 

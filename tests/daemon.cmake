@@ -5,8 +5,8 @@ kvtier_gtest(unit_daemon unit
   LIBS agent_daemon)
 
 kvtier_gtest(privileged_daemon privileged
-  SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp
-  LIBS agent_daemon)
+  SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp
+  LIBS agent_daemon agent_sources)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
 
 # The whole daemon in the guest: kvtierd, started from its config, demotes the
@@ -14,3 +14,9 @@ add_dependencies(privileged_daemon kvtierd kvtierctl)
 add_executable(kvtier_page_nodes vm/page_nodes.cpp)
 target_link_libraries(kvtier_page_nodes PRIVATE agent_movers kvtier_warnings)
 kvtier_vm_test(daemon_demotes daemon_demotes.sh)
+
+# The control loop, step by step over a fixture /proc + /sys tree, with a
+# scripted source, a scripted page-node query and a recording mover.
+kvtier_gtest(unit_controller unit
+  SOURCES unit/controller_test.cpp
+  LIBS agent_controller)

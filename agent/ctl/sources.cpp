@@ -16,7 +16,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "sources",
       "List the hotness sources (PMU, DAMON, faults, ...): whether each can run on this host and "
-      "why not, and which one kvtierd would pick");
+      "why not, and which one kvtierd would pick with the default preference order");
   cmd->add_flag("--json", *json, "Print JSON instead of a table");
   cmd->callback([&g, json] {
     const HostPaths paths = g.paths();

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "agent/procfs.hpp"
 #include "agent/topology_reader.hpp"
@@ -49,6 +50,12 @@ std::vector<AddrRange> subtract(const std::vector<AddrRange>& old_ranges,
   return out;
 }
 
+// Whether `addr` lies in one of `vmas` (sorted, disjoint).
+bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
+  auto it = std::ranges::upper_bound(vmas, addr, {}, &AddrRange::start);
+  return it != vmas.begin() && std::prev(it)->contains(addr);
+}
+
 }  // namespace
 
 Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeNs now)
@@ -81,14 +88,34 @@ void Controller::apply_config(policy::CompiledConfig config) {
   config_ = std::move(config);
   bucket_ = policy::TokenBucket(config_.config.limits.migrate_rate,
                                 config_.config.limits.migrate_burst, 0);
-  // Group indexes may have changed: re-match at the next step, keeping heat
-  // only where the group (and so the half-life) is unchanged.
-  for (auto& [pid, t] : targets_) t.group = static_cast<std::size_t>(-1);
+  // Re-match now rather than at the next step: until then `status`, `targets`
+  // and `explain` index the new config's groups with each target's group.
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    Target& t = it->second;
+    auto info = read_process(deps_.paths, t.pid);
+    const auto group = info ? config_.group_of(*info) : std::nullopt;
+    if (!group) {
+      spdlog::info("target {} ({}) is no longer selected", t.pid, t.comm);
+      it = targets_.erase(it);
+      targets_changed_ = true;
+      continue;
+    }
+    t.group = *group;
+    // Heat is the process's, whatever its group; only a table whose decay no
+    // longer matches the group's half-life starts again (tracked next step).
+    const auto params = heat_params(*group);
+    if (t.heat->decay().half_life() != params.half_life) {
+      t.heat = std::make_unique<policy::HeatTable>(params);
+      t.vmas.clear();
+      t.history.clear();
+    }
+    ++it;
+  }
 }
 
 Result<void> Controller::discover(TimeNs now) {
   std::set<Pid> seen;
-  bool changed = false;
+  bool changed = std::exchange(targets_changed_, false);
   for (Pid pid : list_pids(deps_.paths)) {
     if (pid == deps_.self) continue;
     auto info = read_process(deps_.paths, pid);
@@ -233,6 +260,7 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   auto topo = read_topology(deps_.paths);
   if (!topo) return std::unexpected(topo.error());
   topology_ = std::move(*topo);
+  telemetry.set_node_memory(topology_);
 
   if (auto ok = discover(now); !ok) return ok;
   for (auto& [pid, t] : targets_) track_vmas(t, now);
@@ -243,18 +271,29 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
       source_error_ = ok.error().message;
       spdlog::warn("source {}: {}", deps_.source->name(), ok.error().message);
     }
+    // Only what falls in tracked mappings counts: DAMON's regions span the
+    // gaps between mappings and samples land on stacks and files, and heat
+    // there would be tracked (and shown) but could never be moved.
     std::uint64_t used = 0;
     for (const auto& s : batch.samples) {
       auto it = targets_.find(s.pid);
-      if (it == targets_.end()) continue;
+      if (it == targets_.end() || !in_tracked(it->second.vmas, s.addr)) continue;
       it->second.heat->add(s);
       ++used;
     }
     for (const auto& r : batch.regions) {
       auto it = targets_.find(r.pid);
       if (it == targets_.end()) continue;
-      it->second.heat->add(r);
-      ++used;
+      bool any = false;
+      for (const auto& v : it->second.vmas) {
+        if (v.end <= r.range.start) continue;
+        if (v.start >= r.range.end) break;
+        RegionAccess part = r;
+        part.range = {std::max(v.start, r.range.start), std::min(v.end, r.range.end)};
+        it->second.heat->add(part);
+        any = true;
+      }
+      if (any) ++used;
     }
     telemetry.record_source_batch(deps_.source->name(), batch.samples.size(), batch.regions.size());
     spdlog::debug("step {}: {} samples, {} regions, {} for targets", steps_, batch.samples.size(),
@@ -339,9 +378,8 @@ std::string Controller::summary() const {
                      deps_.mover ? "" : ", observe-only");
 }
 
-json Controller::targets_json() const {
+json Controller::targets_json(TimeNs now) const {
   json out = json::array();
-  const TimeNs now = monotonic_now();
   for (const auto& [pid, t] : targets_) {
     json nodes = json::object();
     for (const auto& [node, bytes] : t.bytes_per_node) nodes[node_key(node)] = bytes;
@@ -387,7 +425,7 @@ json Controller::describe(bool full) const {
              {"observe_reason", deps_.observe_reason},
              {"budget_bytes", bucket_.available()},
              {"steps", steps_},
-             {"targets", targets_json()},
+             {"targets", targets_json(monotonic_now())},
              {"last_plan", plan},
              {"moved_pages_total", moved_total_.moved},
              {"moved_bytes_total", moved_total_.bytes_moved}};
@@ -505,8 +543,9 @@ Result<json> Controller::heatmap(Pid pid, std::size_t bins, TimeNs now) const {
 }
 
 void Controller::register_commands(Daemon& daemon) {
-  daemon.register_command(
-      "targets", [this](const json&, const PeerCred&) -> Result<json> { return targets_json(); });
+  daemon.register_command("targets", [this](const json&, const PeerCred&) -> Result<json> {
+    return targets_json(monotonic_now());
+  });
   auto pid_of = [](const json& args) -> Result<Pid> {
     if (!args.is_object() || !args.contains("pid") || !args["pid"].is_number_integer()) {
       return fail("missing integer argument 'pid'");

@@ -48,15 +48,17 @@ class Controller {
 
   // One iteration; `ctx.paused` plans but moves nothing.
   Result<void> step(const StepContext& ctx, Telemetry& telemetry);
-  // A new configuration (already validated) for the next step. Targets are
-  // re-matched; heat tables of targets that stay in the same group are kept.
+  // A new configuration (already validated). Targets are re-matched at once
+  // (new processes join at the next step); a target that stays selected keeps
+  // its heat unless its group's half-life changed.
   void apply_config(policy::CompiledConfig config);
   // Detaches the source (BPF programs, DAMON contexts). Idempotent.
   void shutdown();
 
   [[nodiscard]] nlohmann::json describe(bool full) const;
   [[nodiscard]] std::string summary() const;
-  [[nodiscard]] nlohmann::json targets_json() const;
+  // Per target: residency, hot and idle bytes as of `now`, moves.
+  [[nodiscard]] nlohmann::json targets_json(TimeNs now) const;
   // Why each range of `pid` sits where it is: coalesced runs with node, heat,
   // idle time and the rule that keeps or moves it.
   [[nodiscard]] Result<nlohmann::json> explain(Pid pid, TimeNs now) const;
@@ -96,6 +98,8 @@ class Controller {
   policy::Topology topology_;
   std::map<Pid, Target> targets_;
   bool source_started_ = false;
+  // apply_config() dropped targets: the source must hear of it.
+  bool targets_changed_ = false;
   std::string source_error_;
   MoveStats moved_total_;
   Plan last_plan_;

@@ -121,5 +121,4 @@ class Daemon {
   std::vector<std::string> last_reload_errors_;
 };
 
-
 }  // namespace kvtier::agent

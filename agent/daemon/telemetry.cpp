@@ -40,6 +40,8 @@ Telemetry::Telemetry() {
            {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5});
   describe("kvtier_target_resident_bytes", MetricKind::kGauge,
            "Bytes of each target process resident on each node");
+  describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");
+  describe("kvtier_node_memory_total_bytes", MetricKind::kGauge, "Total memory on each NUMA node");
 }
 
 Telemetry::Family& Telemetry::family(const std::string& name, MetricKind kind) {
@@ -177,6 +179,14 @@ void Telemetry::record_plan(const Plan& plan) {
 void Telemetry::record_step(std::chrono::nanoseconds duration, bool ok) {
   add("kvtier_loop_steps_total", {{"result", ok ? "ok" : "error"}});
   observe("kvtier_loop_duration_seconds", {}, std::chrono::duration<double>(duration).count());
+}
+
+void Telemetry::set_node_memory(const policy::Topology& topo) {
+  for (const auto& n : topo.nodes) {
+    const MetricLabels node{{"node", fmt::format("{}", n.id)}};
+    set("kvtier_node_memory_free_bytes", node, static_cast<double>(n.mem_free_bytes));
+    set("kvtier_node_memory_total_bytes", node, static_cast<double>(n.mem_total_bytes));
+  }
 }
 
 void Telemetry::set_residency(

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "policy/topology.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -68,6 +69,8 @@ class Telemetry {
   void record_source_batch(std::string_view source, std::uint64_t samples, std::uint64_t regions);
   void record_plan(const Plan& plan);
   void record_step(std::chrono::nanoseconds duration, bool ok);
+  // Free and total memory of each NUMA node.
+  void set_node_memory(const policy::Topology& topo);
   // Replaces the residency gauges: bytes of each target resident on each node.
   void set_residency(const std::map<Pid, std::map<int, std::uint64_t>>& bytes_by_pid_node);
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/movers/sysfs_writer.hpp"
+#include "agent/procfs.hpp"
 #include "agent/sysfs.hpp"
 
 namespace kvtier::agent {
@@ -66,7 +66,7 @@ fs::path DamosMover::kdamond_dir() const {
 }
 
 Result<void> DamosMover::write(const fs::path& rel, std::string_view value) const {
-  return write_sysfs(kdamond_dir() / rel, value);
+  return write_text(kdamond_dir() / rel, value);
 }
 
 Availability DamosMover::probe(const HostPaths& host) {
@@ -88,8 +88,7 @@ Result<void> DamosMover::start() {
   auto nr = read_u64(admin(host_) / "nr_kdamonds");
   if (!nr) return std::unexpected(nr.error());
   if (*nr <= setup_.kdamond) {
-    if (auto r = write_sysfs(admin(host_) / "nr_kdamonds", std::to_string(setup_.kdamond + 1));
-        !r) {
+    if (auto r = write_text(admin(host_) / "nr_kdamonds", std::to_string(setup_.kdamond + 1)); !r) {
       return r;
     }
   }
@@ -276,18 +275,7 @@ Result<std::vector<AddrRange>> DamosMover::node_physical_ranges(const HostPaths&
 }
 
 Result<std::string> DamosMover::memcg_path_of(const HostPaths& host, Pid pid) {
-  const auto path = host.proc / std::to_string(pid) / "cgroup";
-  auto text = read_text(path);
-  if (!text) return std::unexpected(text.error());
-  std::string_view rest = *text;
-  while (!rest.empty()) {
-    const auto nl = rest.find('\n');
-    const std::string_view line = rest.substr(0, nl);
-    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-    if (line.rfind("0::", 0) == 0) return std::string(line.substr(3));
-  }
-  return fail(fmt::format("{}: no cgroup2 line ('0::/path'); mount cgroup2 to use memcg filters",
-                          path.string()));
+  return read_cgroup(host, pid);
 }
 
 }  // namespace kvtier::agent

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "agent/unique_fd.hpp"
+
 namespace kvtier::agent {
 namespace {
 
@@ -27,20 +29,6 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) {
   return (v + a - 1) & ~(a - 1);
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // One 64-bit word at index `index` of a pagemap-style file; 0 if unreadable.
 std::uint64_t read_word(int fd, std::uint64_t index) {
   std::uint64_t word = 0;
@@ -54,12 +42,12 @@ std::uint64_t read_word(int fd, std::uint64_t index) {
 Result<std::vector<std::uint64_t>> KpageflagsHugeProbe::huge_blocks(Pid pid, AddrRange range) {
   const auto pagemap_path = host_.proc / std::to_string(pid) / "pagemap";
   const auto flags_path = host_.proc / "kpageflags";
-  const Fd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (pagemap.get() < 0) {
     const int err = errno;
     return fail(fmt::format("{}: cannot open: {}", pagemap_path.string(), errno_text(err)), err);
   }
-  const Fd flags(::open(flags_path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd flags(::open(flags_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (flags.get() < 0) {
     const int err = errno;
     return fail(fmt::format("{}: cannot open: {} (huge pages will be moved page by page)",

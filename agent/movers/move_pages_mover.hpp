@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/clock.hpp"
 #include "agent/host_paths.hpp"
 #include "agent/mover.hpp"
-#include "agent/clock.hpp"
 #include "agent/movers/huge_pages.hpp"
 #include "agent/movers/move_pages_call.hpp"
 #include "agent/movers/node_full_latch.hpp"

@@ -1,8 +1,6 @@
 #include "agent/sources/damon_sysfs.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
@@ -22,23 +20,7 @@ fs::path DamonSysfs::context_dir(int kd, int ctx) const {
 }
 
 Result<void> DamonSysfs::write(const fs::path& file, std::string_view value) const {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return fail(fmt::format("{}: cannot open for writing: {}", file.string(), errno_text(err)),
-                err);
-  }
-  const ssize_t n = ::write(fd, value.data(), value.size());
-  const int err = n < 0 ? errno : 0;
-  ::close(fd);
-  if (n < 0) {
-    return fail(fmt::format("{}: writing '{}' failed: {}", file.string(), value, errno_text(err)),
-                err);
-  }
-  if (static_cast<std::size_t>(n) != value.size()) {
-    return fail(fmt::format("{}: short write of '{}'", file.string(), value), EIO);
-  }
-  return {};
+  return write_text(file, value);
 }
 
 Result<int> DamonSysfs::nr_kdamonds() const {

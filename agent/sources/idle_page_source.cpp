@@ -10,6 +10,7 @@
 
 #include "agent/procfs.hpp"
 #include "agent/sources/probes.hpp"
+#include "agent/unique_fd.hpp"
 
 namespace kvtier::agent {
 
@@ -17,20 +18,6 @@ namespace {
 
 constexpr std::uint64_t kPresent = 1ULL << 63;
 constexpr std::uint64_t kPfnMask = (1ULL << 55) - 1;
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 Result<std::uint64_t> read_word(int fd, std::uint64_t index, const std::string& what) {
   std::uint64_t w = 0;
@@ -55,7 +42,7 @@ Availability IdlePageSource::probe() const {
   probe_word = probe_word + 1;
   const auto addr = reinterpret_cast<std::uintptr_t>(&probe_word);
   const auto path = (paths_.proc / "self/pagemap").string();
-  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return unavailable(fmt::format("{}: {}", path, errno_text(errno)));
   auto e = read_word(fd.get(), addr / kPageSize, path);
   if (!e) return unavailable(e.error().message);
@@ -83,13 +70,13 @@ Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::ui
   auto maps = read_maps(paths_, pid);
   if (!maps) return std::unexpected(maps.error());
   const std::string pagemap_path = (dir / "pagemap").string();
-  const Fd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
+  const UniqueFd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
   if (pagemap.get() < 0) {
     const int err = errno;
     return fail(fmt::format("{}: {}", pagemap_path, errno_text(err)), err);
   }
   const std::string bitmap_path = (paths_.sys / "kernel/mm/page_idle/bitmap").string();
-  const Fd bitmap(::open(bitmap_path.c_str(), O_RDWR | O_CLOEXEC));
+  const UniqueFd bitmap(::open(bitmap_path.c_str(), O_RDWR | O_CLOEXEC));
   if (bitmap.get() < 0) {
     const int err = errno;
     return fail(fmt::format("{}: {}", bitmap_path, errno_text(err)), err);

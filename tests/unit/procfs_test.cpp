@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 
 namespace kvtier::agent {
 namespace {
@@ -50,6 +51,28 @@ TEST(Procfs, MapsAndMovableAnon) {
   }
   // heap and the anonymous 1 GiB pool; not shared, stack, vdso or file mappings.
   EXPECT_EQ(movable, (std::vector<std::string>{"[heap]", "anon"}));
+}
+
+TEST(Procfs, CgroupIsTheCgroup2Line) {
+  auto cg = read_cgroup(kFixture, 4242);
+  ASSERT_TRUE(cg) << cg.error().message;
+  EXPECT_EQ(*cg, "/system.slice/vllm.service");
+  // 17 has no cgroup file: like a process that just exited.
+  auto gone = read_cgroup(kFixture, 17);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ESRCH);
+}
+
+TEST(Procfs, CgroupV1OnlyIsAnErrorNamingTheFile) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("kvtier-procfs-" + std::to_string(getpid()));
+  std::filesystem::create_directories(root / "proc/5");
+  std::ofstream(root / "proc/5/cgroup") << "1:name=systemd:/x\n";
+  auto cg = read_cgroup(HostPaths::under(root), 5);
+  ASSERT_FALSE(cg);
+  EXPECT_NE(cg.error().message.find("proc/5/cgroup: no cgroup2 line"), std::string::npos)
+      << cg.error().message;
+  std::filesystem::remove_all(root);
 }
 
 TEST(Procfs, MalformedMapsNamesFileAndLine) {

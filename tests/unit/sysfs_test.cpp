@@ -1,12 +1,30 @@
 #include "agent/sysfs.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
 namespace kvtier::agent {
 namespace {
+
+TEST(WriteText, ReplacesTheContentAndNeverCreates) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kvtier-sysfs-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "state") << "off\n";
+  ASSERT_TRUE(write_text(dir / "state", "on"));
+  EXPECT_EQ(read_text(dir / "state").value_or("?"), "on");
+  auto missing = write_text(dir / "nr_kdamonds", "1");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code, ENOENT);
+  EXPECT_NE(missing.error().message.find("nr_kdamonds: cannot open for writing"), std::string::npos)
+      << missing.error().message;
+  EXPECT_FALSE(std::filesystem::exists(dir / "nr_kdamonds"));
+  std::filesystem::remove_all(dir);
+}
 
 TEST(ParseIdList, RangesAndSingles) {
   auto ids = parse_id_list("0-2,5,7-8\n", "test");

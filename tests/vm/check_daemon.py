@@ -36,6 +36,10 @@ if len(targets) != 1 or targets[0]["comm"] != "kvtier_hotset":
     problems.append(f"kvtierctl targets should list exactly kvtier_hotset: {targets}")
 elif targets[0]["resident_bytes_per_node"].get("1", 0) < 0.9 * cold_bytes:
     problems.append("kvtierctl targets does not show the cold bytes on node 1")
+elif targets[0]["tracked_bytes"] > 4 * (cold_bytes + sum(hot["nodes"].values())):
+    # DAMON's regions span the gaps between mappings; only mappings are tracked.
+    problems.append(f"kvtierctl targets tracks {targets[0]['tracked_bytes']} bytes, "
+                    "far more than the process maps")
 if need("KVTIERD_EXIT") != "0":
     problems.append(f"kvtierd exited {vals['KVTIERD_EXIT']} on SIGTERM")
 if need("KDAMONDS_ON") != "0":

@@ -1,0 +1,509 @@
+// The control loop driven step by step over a /proc + /sys tree built in a
+// temp dir (the hmat guest's topology: node 1 is the demotion target), with a
+// scripted hotness source, a scripted page-node query and a recording mover.
+// The same loop runs for real in tests/vm/daemon_demotes.sh.
+
+#include "agent/daemon/controller.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/daemon/telemetry.hpp"
+#include "policy/config.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr TimeNs kSec = 1'000'000'000;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+constexpr Pid kServer = 4242;  // comm "vllm": the config selects it
+constexpr Pid kShell = 777;    // comm "bash": not selected
+// The server's KV pool, 4 MiB of anonymous memory: the first MiB is read at
+// every step, the second once, the last two never.
+constexpr std::uint64_t kPool = 0x7f0000000000;
+constexpr AddrRange kHot{kPool, kPool + kMiB};
+constexpr AddrRange kWarm{kPool + kMiB, kPool + 2 * kMiB};
+constexpr AddrRange kCold{kPool + 2 * kMiB, kPool + 4 * kMiB};
+constexpr TimeNs kT0 = 1000 * kSec;
+
+constexpr std::string_view kConfig = R"(
+[daemon]
+interval = "1s"
+[limits]
+min_free = "0B"
+[[group]]
+name = "inference"
+[group.select]
+comm = ["^vllm"]
+[group.policy]
+cold_age = "10s"
+half_life = "2s"
+min_residence = "30s"
+)";
+
+policy::CompiledConfig compile(std::string_view text) {
+  auto cc = policy::compile_config_text(text, "test.toml");
+  if (!cc) {
+    ADD_FAILURE() << cc.error().front().to_string();
+    return {};
+  }
+  return std::move(*cc);
+}
+
+std::string with_selector(std::string_view comm_regex) {
+  std::string text(kConfig);
+  text.replace(text.find("^vllm"), 5, comm_regex);
+  return text;
+}
+
+// Which node each page of each process is on; the query reads it, the mover writes it.
+struct FakeMemory {
+  std::map<Pid, std::map<std::uint64_t, int>> node_of_page;
+  std::size_t queries = 0;
+
+  void place(Pid pid, AddrRange r, int node) {
+    for (std::uint64_t a = r.start; a < r.end; a += kPageSize) node_of_page[pid][a] = node;
+  }
+  [[nodiscard]] std::uint64_t bytes_on(Pid pid, AddrRange r, int node) const {
+    std::uint64_t n = 0;
+    const auto& pages = node_of_page.at(pid);
+    for (std::uint64_t a = r.start; a < r.end; a += kPageSize) {
+      auto it = pages.find(a);
+      if (it != pages.end() && it->second == node) n += kPageSize;
+    }
+    return n;
+  }
+  MovePagesFn query_fn() {
+    return [this](Pid pid, std::span<void*> pages, const int* nodes, std::span<int> status,
+                  int) -> MovePagesResult {
+      EXPECT_EQ(nodes, nullptr) << "the controller only queries; moving is the mover's job";
+      ++queries;
+      auto proc = node_of_page.find(pid);
+      if (proc == node_of_page.end()) return {.ret = -1, .err = ESRCH};
+      for (std::size_t i = 0; i < pages.size(); ++i) {
+        auto it = proc->second.find(reinterpret_cast<std::uint64_t>(pages[i]));
+        status[i] = it == proc->second.end() ? -ENOENT : it->second;
+      }
+      return {};
+    };
+  }
+};
+
+struct MoveCall {
+  Pid pid = 0;
+  std::vector<AddrRange> ranges;
+  int node = -1;
+};
+
+class RecordingMover final : public Mover {
+ public:
+  explicit RecordingMover(FakeMemory& mem) : mem_(mem) {}
+  [[nodiscard]] std::string_view name() const override { return "recording"; }
+  MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) override {
+    calls.push_back({.pid = pid, .ranges = {ranges.begin(), ranges.end()}, .node = to_node});
+    MoveStats st;
+    for (const auto& r : ranges) {
+      st.requested += r.bytes() / kPageSize;
+      st.moved += r.bytes() / kPageSize;
+      st.bytes_moved += r.bytes();
+      mem_.place(pid, r, to_node);
+    }
+    return st;
+  }
+  std::vector<MoveCall> calls;
+
+ private:
+  FakeMemory& mem_;
+};
+
+// What the source reports at each collect(): the test's script, given the time
+// and the pids it was told to watch.
+class ScriptedSource final : public HotnessSource {
+ public:
+  using Script = std::function<void(TimeNs, const std::vector<Pid>&, SourceBatch&)>;
+  ScriptedSource(std::string name, Script script)
+      : name_(std::move(name)), script_(std::move(script)) {}
+  [[nodiscard]] std::string_view name() const override { return name_; }
+  [[nodiscard]] Availability probe() const override { return {.ok = true, .why = "scripted"}; }
+  Result<void> start() override {
+    ++starts;
+    return {};
+  }
+  Result<void> set_targets(std::span<const Pid> pids) override {
+    targets.assign(pids.begin(), pids.end());
+    ++target_updates;
+    return {};
+  }
+  Result<void> collect(TimeNs now, SourceBatch& out) override {
+    script_(now, targets, out);
+    return {};
+  }
+  void stop() override { ++stops; }
+
+  std::vector<Pid> targets;
+  int starts = 0;
+  int stops = 0;
+  int target_updates = 0;
+
+ private:
+  std::string name_;
+  Script script_;
+};
+
+// A host under a temp dir: the hmat guest's /sys and a /proc with two processes.
+class FakeHost {
+ public:
+  FakeHost() {
+    std::string tmpl = (fs::temp_directory_path() / "kvtier-controller-XXXXXX").string();
+    root_ = mkdtemp(tmpl.data());
+    fs::copy(fs::path(KVTIER_FIXTURES) / "topology/hmat-guest/sys", root_ / "sys",
+             fs::copy_options::recursive);
+    add_process(kServer, "vllm", std::string("vllm\0serve\0llama", 16), "/system.slice/vllm");
+    add_process(kShell, "bash", std::string("-bash", 5), "/user.slice/user-0.slice");
+  }
+  ~FakeHost() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  FakeHost(const FakeHost&) = delete;
+  FakeHost& operator=(const FakeHost&) = delete;
+
+  [[nodiscard]] HostPaths paths() const { return HostPaths::under(root_); }
+
+  void add_process(Pid pid, const std::string& comm, const std::string& cmdline,
+                   const std::string& cgroup) {
+    const fs::path dir = root_ / "proc" / std::to_string(pid);
+    fs::create_directories(dir);
+    std::ofstream(dir / "comm") << comm << "\n";
+    std::ofstream(dir / "cmdline", std::ios::binary) << cmdline << '\0';
+    std::ofstream(dir / "cgroup") << "0::" << cgroup << "\n";
+    // The pool, a small anonymous mapping (under 1 MiB: not tracked), a file
+    // mapping, the heap (too small) and the stack.
+    std::ofstream(dir / "maps")
+        << "55d0c0a00000-55d0c0a2c000 r--p 00000000 fe:01 1835345   /usr/bin/" << comm << "\n"
+        << "55d0c2000000-55d0c2021000 rw-p 00000000 00:00 0         [heap]\n"
+        << "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n"
+        << "7f0000400000-7f0000410000 rw-p 00000000 00:00 0 \n"
+        << "7f2b00000000-7f2b00200000 r-xp 00000000 fe:01 1835400   /usr/lib/libc.so.6\n"
+        << "7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0         [stack]\n";
+  }
+  void remove_process(Pid pid) { fs::remove_all(root_ / "proc" / std::to_string(pid)); }
+
+ private:
+  fs::path root_;
+};
+
+void touch(SourceBatch& out, Pid pid, AddrRange r, TimeNs now, std::uint32_t weight) {
+  for (std::uint64_t a = r.start; a < r.end; a += kPageSize) {
+    out.samples.push_back(AccessSample{.pid = pid, .addr = a, .time = now, .weight = weight});
+  }
+}
+
+// The standard script: the hot MiB at every step, the warm MiB once at t0 + 5 s.
+void hot_and_warm(TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+  for (Pid pid : pids) {
+    touch(out, pid, kHot, now, 10);
+    if (now == kT0 + 5 * kSec) touch(out, pid, kWarm, now, 1);
+  }
+}
+
+bool overlaps(AddrRange a, AddrRange b) {
+  return a.start < b.end && b.start < a.end;
+}
+
+struct Loop {
+  FakeHost host;
+  FakeMemory mem;
+  ScriptedSource* source = nullptr;  // owned by the controller
+  RecordingMover* mover = nullptr;   // owned by the controller
+  Telemetry telemetry;
+  std::unique_ptr<Controller> ctl;
+
+  explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
+                std::string source_name = "faults", std::string_view config = kConfig) {
+    mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
+    mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
+    ControllerDeps deps{.paths = host.paths(), .query = mem.query_fn(), .self = 1};
+    if (with_source) {
+      auto s = std::make_unique<ScriptedSource>(std::move(source_name), std::move(script));
+      source = s.get();
+      deps.source = std::move(s);
+      deps.source_reason = "scripted";
+    }
+    auto m = std::make_unique<RecordingMover>(mem);
+    mover = m.get();
+    deps.mover = std::move(m);
+    ctl = std::make_unique<Controller>(compile(config), std::move(deps), kT0);
+  }
+
+  void step(TimeNs now, bool paused = false) {
+    auto ok = ctl->step(StepContext{.now = now, .paused = paused}, telemetry);
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+  // Steps at t0, t0 + 1 s, ... up to and including `last`.
+  void steps_until(TimeNs last, TimeNs from = kT0) {
+    for (TimeNs t = from; t <= last; t += kSec) step(t);
+  }
+};
+
+TEST(Controller, OnlyTheSelectedProcessBecomesATarget) {
+  Loop loop;
+  loop.step(kT0);
+  EXPECT_EQ(loop.ctl->target_count(), 1U);
+  const auto targets = loop.ctl->targets_json(kT0);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["pid"], kServer);
+  EXPECT_EQ(targets[0]["comm"], "vllm");
+  EXPECT_EQ(targets[0]["group"], "inference");
+  // Only the 4 MiB pool: not the small mapping, the file, the heap or the stack.
+  EXPECT_EQ(targets[0]["tracked_bytes"], 4 * kMiB);
+  EXPECT_EQ(targets[0]["resident_bytes_per_node"]["0"], 4 * kMiB);
+  EXPECT_EQ(loop.source->starts, 1);
+  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kServer});
+  // The node gauges come from the fixture's meminfo.
+  EXPECT_EQ(loop.telemetry.value("kvtier_node_memory_free_bytes", {{"node", "1"}}),
+            1011472.0 * 1024);
+  EXPECT_EQ(loop.telemetry.value("kvtier_node_memory_total_bytes", {{"node", "0"}}),
+            992232.0 * 1024);
+}
+
+TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
+  Loop loop;
+  loop.steps_until(kT0 + 9 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "nothing is idle for cold_age (10 s) yet";
+
+  loop.step(kT0 + 10 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  const MoveCall& call = loop.mover->calls[0];
+  EXPECT_EQ(call.pid, kServer);
+  EXPECT_EQ(call.node, 1);
+  EXPECT_EQ(call.ranges, std::vector<AddrRange>{kCold});
+  EXPECT_EQ(loop.ctl->moved_total().bytes_moved, 2 * kMiB);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
+  EXPECT_EQ(loop.telemetry.value("kvtier_pages_moved_total", {{"node", "1"}, {"status", "moved"}}),
+            512)
+      << loop.telemetry.to_json().dump();
+
+  // The next step reads the new residency back from the query.
+  loop.step(kT0 + 11 * kSec);
+  const auto t = loop.ctl->targets_json(kT0 + 11 * kSec)[0];
+  EXPECT_EQ(t["resident_bytes_per_node"]["0"], 2 * kMiB);
+  EXPECT_EQ(t["resident_bytes_per_node"]["1"], 2 * kMiB);
+  EXPECT_EQ(t["moved_bytes"], 2 * kMiB);
+}
+
+TEST(Controller, HotRangesAreNeverDemoted) {
+  Loop loop;
+  loop.steps_until(kT0 + 60 * kSec);
+  ASSERT_FALSE(loop.mover->calls.empty());
+  for (const auto& call : loop.mover->calls) {
+    for (const auto& r : call.ranges) {
+      EXPECT_FALSE(overlaps(r, kHot)) << std::hex << r.start << "-" << r.end;
+    }
+  }
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kHot, 0), kMiB);
+  // The warm MiB, idle since t0 + 5 s, went at t0 + 15 s; the cold part stays
+  // on node 1 (not hot, so never promoted).
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
+  ASSERT_EQ(loop.mover->calls.size(), 2U);
+  EXPECT_EQ(loop.mover->calls[1].ranges, std::vector<AddrRange>{kWarm});
+}
+
+TEST(Controller, PausedPlansButMovesNothing) {
+  Loop loop;
+  loop.steps_until(kT0 + 9 * kSec);
+  loop.step(kT0 + 10 * kSec, /*paused=*/true);
+  EXPECT_TRUE(loop.mover->calls.empty());
+  const auto st = loop.ctl->describe(true);
+  EXPECT_EQ(st["last_plan"]["moves"], 1);
+  EXPECT_EQ(st["last_plan"]["demote_bytes"], 2 * kMiB);
+  ASSERT_EQ(st["last_plan"]["detail"].size(), 1U);
+  EXPECT_EQ(st["last_plan"]["detail"][0]["start"], kCold.start);
+  EXPECT_EQ(st["last_plan"]["detail"][0]["to"], 1);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 0), 2 * kMiB);
+
+  loop.step(kT0 + 11 * kSec);  // resumed
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+}
+
+TEST(Controller, WithoutASourceNothingIsDemoted) {
+  Loop loop(hot_and_warm, /*with_source=*/false);
+  loop.steps_until(kT0 + 30 * kSec);
+  EXPECT_EQ(loop.ctl->target_count(), 1U);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "every page looks idle without a source";
+  EXPECT_EQ(loop.ctl->describe(false)["source"], nullptr);
+}
+
+TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
+  Loop loop;
+  loop.steps_until(kT0 + 2 * kSec);
+  ASSERT_EQ(loop.ctl->target_count(), 1U);
+  loop.host.remove_process(kServer);
+  loop.mem.node_of_page.erase(kServer);
+  loop.step(kT0 + 3 * kSec);
+  EXPECT_EQ(loop.ctl->target_count(), 0U);
+  EXPECT_TRUE(loop.ctl->targets_json(kT0 + 3 * kSec).empty());
+  EXPECT_TRUE(loop.source->targets.empty()) << "the source stops watching it";
+  auto ex = loop.ctl->explain(kServer, kT0 + 3 * kSec);
+  ASSERT_FALSE(ex);
+  EXPECT_EQ(ex.error().code, ESRCH);
+  EXPECT_THAT(ex.error().message, HasSubstr("is not a target"));
+  loop.steps_until(kT0 + 20 * kSec, kT0 + 4 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty());
+}
+
+TEST(Controller, ApplyConfigWithANewSelectorRematches) {
+  Loop loop;
+  loop.steps_until(kT0 + 2 * kSec);
+  loop.ctl->apply_config(compile(with_selector("^bash")));
+  // Between the reload and the next step the old target is already gone.
+  EXPECT_EQ(loop.ctl->target_count(), 0U);
+  EXPECT_TRUE(loop.ctl->targets_json(kT0 + 2 * kSec).empty());
+  loop.step(kT0 + 3 * kSec);
+  const auto targets = loop.ctl->targets_json(kT0 + 3 * kSec);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["pid"], kShell);
+  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kShell});
+}
+
+TEST(Controller, ApplyConfigKeepsTheHeatOfTargetsThatStay) {
+  Loop loop;
+  loop.steps_until(kT0 + 5 * kSec);
+  // Same selector, a renamed group and a longer interval: the heat (and the
+  // idle time of the cold part) survive the reload.
+  std::string text(kConfig);
+  text.replace(text.find("\"inference\""), 11, "\"inference2\"");
+  text.replace(text.find("\"1s\""), 4, "\"2s\"");
+  loop.ctl->apply_config(compile(text));
+  const auto targets = loop.ctl->targets_json(kT0 + 5 * kSec);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["group"], "inference2");
+  EXPECT_EQ(targets[0]["tracked_bytes"], 4 * kMiB);
+  loop.steps_until(kT0 + 10 * kSec, kT0 + 6 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U) << "cold since t0, not since the reload";
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+}
+
+TEST(Controller, ApplyConfigWithAnotherHalfLifeStartsTheHeatAfresh) {
+  Loop loop;
+  loop.steps_until(kT0 + 5 * kSec);
+  std::string text(kConfig);
+  text.replace(text.find("half_life = \"2s\""), 16, "half_life = \"4s\"");
+  loop.ctl->apply_config(compile(text));
+  loop.steps_until(kT0 + 15 * kSec, kT0 + 6 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "idle counts from the first step after the reload";
+  loop.step(kT0 + 16 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+}
+
+TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
+  Loop loop;
+  loop.steps_until(kT0 + 10 * kSec);
+  auto ex = loop.ctl->explain(kServer, kT0 + 10 * kSec);
+  ASSERT_TRUE(ex) << ex.error().message;
+  EXPECT_EQ((*ex)["comm"], "vllm");
+  EXPECT_EQ((*ex)["group"], "inference");
+  const auto& runs = (*ex)["ranges"];
+  ASSERT_EQ(runs.size(), 3U) << ex->dump(1);
+  EXPECT_EQ(runs[0]["start"], kHot.start);
+  EXPECT_EQ(runs[0]["end"], kHot.end);
+  EXPECT_EQ(runs[0]["node"], 0);
+  EXPECT_THAT(runs[0]["why"].get<std::string>(), StartsWith("hot: heat "));
+  EXPECT_THAT(runs[0]["why"].get<std::string>(), HasSubstr("> demote_heat 0.50/s"));
+  EXPECT_EQ(runs[1]["start"], kWarm.start);
+  EXPECT_EQ(runs[1]["end"], kWarm.end);
+  EXPECT_EQ(runs[1]["why"], "warm: idle 5s < cold_age 10s");
+  EXPECT_DOUBLE_EQ(runs[1]["idle_s"].get<double>(), 5.0);
+  EXPECT_EQ(runs[2]["start"], kCold.start);
+  EXPECT_EQ(runs[2]["end"], kCold.end);
+  EXPECT_EQ(runs[2]["node"], 1) << "moved this step";
+  EXPECT_THAT(runs[2]["why"].get<std::string>(),
+              StartsWith("moving to node 1: idle 10s >= cold_age 10s"));
+
+  // Later, the cold part sits on the slow node and says so.
+  loop.steps_until(kT0 + 12 * kSec, kT0 + 11 * kSec);
+  ex = loop.ctl->explain(kServer, kT0 + 12 * kSec);
+  ASSERT_TRUE(ex);
+  const auto& last = (*ex)["ranges"].back();
+  EXPECT_EQ(last["node"], 1);
+  EXPECT_THAT(last["why"].get<std::string>(), StartsWith("cold on the slow node: heat 0.00/s"));
+}
+
+TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
+  Loop loop;
+  loop.steps_until(kT0 + 7 * kSec);
+  auto hm = loop.ctl->heatmap(kServer, 4, kT0 + 7 * kSec);
+  ASSERT_TRUE(hm) << hm.error().message;
+  EXPECT_EQ((*hm)["interval_s"], 1.0);
+  ASSERT_EQ((*hm)["vmas"].size(), 1U);
+  EXPECT_EQ((*hm)["vmas"][0][0], kPool);
+  const auto now_row = (*hm)["now"].get<std::vector<float>>();
+  ASSERT_EQ(now_row.size(), 4U);
+  EXPECT_GT(now_row[0], 1.0F) << "the hot MiB";
+  EXPECT_GT(now_row[1], 0.0F) << "the warm MiB, read at t0 + 5 s";
+  EXPECT_LT(now_row[1], now_row[0]);
+  EXPECT_EQ(now_row[2], 0.0F);
+  EXPECT_EQ(now_row[3], 0.0F);
+  const auto& history = (*hm)["history"];
+  ASSERT_EQ(history.size(), 8U);
+  for (const auto& row : history) ASSERT_EQ(row.size(), 64U);
+  EXPECT_GT(history[7][0].get<float>(), history[0][0].get<float>()) << "the hot MiB warms up";
+  EXPECT_EQ(history[4][20].get<float>(), 0.0F) << "warm MiB before t0 + 5 s";
+  EXPECT_GT(history[5][20].get<float>(), 0.0F) << "warm MiB at t0 + 5 s";
+  EXPECT_FALSE(loop.ctl->heatmap(kShell, 4, kT0 + 7 * kSec));
+}
+
+TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
+  // A DAMON-like source: regions cover the gaps between mappings (and the
+  // stack); only the pool is tracked, and the cold region still goes.
+  auto regions = [](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) {
+      out.regions.push_back(RegionAccess{
+          .pid = pid, .range = {kPool - 64 * kMiB, kHot.end}, .nr_accesses = 20, .time = now});
+      out.regions.push_back(RegionAccess{
+          .pid = pid, .range = {kWarm.start, 0x7ffd1c021000}, .nr_accesses = 0, .time = now});
+      out.samples.push_back(AccessSample{.pid = pid, .addr = 0x7ffd1c000000, .time = now});
+    }
+  };
+  for (const char* name : {"damon", "faults"}) {
+    SCOPED_TRACE(name);
+    Loop loop(regions, true, name);
+    loop.steps_until(kT0 + 10 * kSec);
+    const auto t = loop.ctl->targets_json(kT0 + 10 * kSec)[0];
+    EXPECT_EQ(t["tracked_bytes"], 4 * kMiB) << t.dump();
+    ASSERT_EQ(loop.mover->calls.size(), 1U);
+    EXPECT_EQ(loop.mover->calls[0].ranges, (std::vector<AddrRange>{{kWarm.start, kCold.end}}));
+    auto ex = loop.ctl->explain(kServer, kT0 + 10 * kSec);
+    ASSERT_TRUE(ex);
+    for (const auto& run : (*ex)["ranges"]) {
+      EXPECT_GE(run["start"].get<std::uint64_t>(), kPool) << run.dump();
+      EXPECT_LE(run["end"].get<std::uint64_t>(), kCold.end) << run.dump();
+    }
+  }
+}
+
+TEST(Controller, ShutdownStopsTheSourceOnce) {
+  Loop loop;
+  loop.step(kT0);
+  loop.ctl->shutdown();
+  loop.ctl->shutdown();
+  EXPECT_EQ(loop.source->stops, 1);
+}
+
+}  // namespace
+}  // namespace kvtier::agent
