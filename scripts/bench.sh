@@ -25,6 +25,7 @@ budget=256MiB
 mem0=256
 mem1=1024
 report_only=0
+failed=0
 while (($#)); do
   case $1 in
     --duration) duration=${2:?}; shift ;;
@@ -34,7 +35,7 @@ while (($#)); do
     --mem0) mem0=${2:?}; shift ;;
     --mem1) mem1=${2:?}; shift ;;
     --report-only) report_only=1 ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -79,7 +80,7 @@ if ((!report_only)); then
       125) why="the guest did not boot (exit 125)" ;;
       *) why="the guest command exited $rc" ;;
     esac
-    [[ -n $why ]] && why="$why; see $out/$mode.stderr"
+    [[ -n $why ]] && why="$why; see $out/$mode.stderr" && failed=1
     printf '{"mode":"%s","vm_status":%d,"wall_s":%d,"mem0_mib":%d,"mem1_mib":%d,"budget":"%s","why":"%s"}\n' \
       "$mode" "$rc" $((t1 - t0)) "$mem0" "$mem1" "$budget" "$why" >"$out/$mode.meta.json"
     echo "bench: mode $mode: done in $((t1 - t0)) s (guest status $rc)" >&2
@@ -88,3 +89,4 @@ fi
 
 "$py" "$top/bench/report.py" "$out" --modes "$(echo $modes | tr ' ' ',')"
 echo "bench: report in $out/report.md, plot in $out/residency.png" >&2
+exit $failed
