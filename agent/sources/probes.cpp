@@ -2,9 +2,11 @@
 
 #include <bpf/btf.h>
 #include <fmt/format.h>
+
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <sstream>
 
 #include <array>
 #include <cerrno>
@@ -142,10 +144,10 @@ Availability probe_damon_vaddr(const HostPaths& paths) {
   for (const auto& kd : fs::directory_iterator(admin / "kdamonds", ec)) {
     auto ops = read_text(kd.path() / "contexts/0/avail_operations");
     if (!ops) continue;
-    for (std::size_t pos = 0; pos < ops->size();) {
-      const std::size_t end = std::min(ops->find(' ', pos), ops->size());
-      if (ops->substr(pos, end - pos) == "vaddr") return available();
-      pos = end + 1;
+    // One name per line on 6.12 and later, space-separated on older kernels.
+    std::istringstream names(*ops);
+    for (std::string name; names >> name;) {
+      if (name == "vaddr") return available();
     }
     return unavailable(fmt::format("no DAMON vaddr: {} lists only '{}' (CONFIG_DAMON_VADDR)",
                                    (kd.path() / "contexts/0/avail_operations").string(), *ops));
