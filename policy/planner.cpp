@@ -278,10 +278,19 @@ class Planner {
     if (budget_out_) return false;
     Node* dst = node(to);
     Node* src = node(c.node());
-    const std::uint64_t bytes = c.bytes();
+    std::uint64_t bytes = c.bytes();
+    bool partial = false;
     if (bytes > budget_) {
-      budget_out_ = true;
-      return false;
+      // A region larger than what is left moves in whole huge-page-sized pieces
+      // of the budget, one piece a plan: DAMON merges a cold pool into one
+      // region far larger than any budget, and it must still move.
+      const std::uint64_t piece = budget_ / kHugePageSize * kHugePageSize;
+      if (c.pages <= kPagesPerChunk || piece == 0) {
+        budget_out_ = true;
+        return false;
+      }
+      bytes = piece;
+      partial = true;
     }
     if (dst == nullptr || dst->full) return false;
     const bool room_free = dst->free >= bytes && dst->free - bytes >= s_.limits.min_free;
@@ -308,6 +317,7 @@ class Planner {
                              .why = why,
                              .heat = key_heat(key),
                              .last_access = key_access(key)});
+    if (partial) budget_out_ = true;
     return true;
   }
 

@@ -351,6 +351,19 @@ TEST(Planner, DeterministicAndRegionsToo) {
   EXPECT_EQ(a.moves[2].range, pages(200, 312));
 }
 
+TEST(Planner, RegionLargerThanTheBudgetMovesInBudgetSizedPieces) {
+  Fixture f;
+  f.tables.clear();
+  HeatTable regions({.half_life = 10 * kSec, .granularity = Granularity::kRegion});
+  regions.track(pages(0, 8192), 0, kNow - 100 * kSec);  // one idle 32 MiB region
+  f.snap.targets.push_back(TargetView{.pid = 7, .group = 0, .heat = &regions});
+  const Plan p = f.run(5ULL << 20);  // 5 MiB left: one whole-2-MiB piece of 4 MiB
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 1024));
+  EXPECT_EQ(p.moves[0].to_node, 1);
+  EXPECT_EQ(f.run(1ULL << 20).moves.size(), 0U);  // less than one huge page: nothing
+}
+
 TEST(TokenBucket, RefillsAtTheRateUpToTheBurst) {
   TokenBucket b(100 << 20, 200 << 20, 0);
   EXPECT_EQ(b.available(), 200U << 20);
