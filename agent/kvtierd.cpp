@@ -99,6 +99,7 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
   std::vector<std::string> prefer;
+  prefer.reserve(cfg.sources.prefer.size());
   for (auto kind : cfg.sources.prefer) {
     prefer.emplace_back(kvtier::policy::source_name(kind));
   }

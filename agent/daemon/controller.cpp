@@ -167,7 +167,7 @@ Result<void> Controller::discover(TimeNs now) {
   return {};
 }
 
-void Controller::track_vmas(Target& t, TimeNs now) {
+void Controller::track_vmas(Target& t, TimeNs now) const {
   auto maps = read_maps(deps_.paths, t.pid);
   if (!maps) return;  // gone: discover() drops it next step
   std::vector<AddrRange> vmas;
@@ -388,7 +388,7 @@ json Controller::targets_json(TimeNs now) const {
     std::uint64_t idle = 0;
     double heat_sum = 0;
     t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-      heat_sum += u.heat * static_cast<double>(u.range.bytes() / kPageSize);
+      heat_sum += u.heat * static_cast<double>(u.range.bytes()) / static_cast<double>(kPageSize);
       if (u.heat >= pol.promote_heat) hot += u.range.bytes();
       if (pol.cold_age && now >= policy::from_tick(u.last_access) + *pol.cold_age) {
         idle += u.range.bytes();

@@ -86,7 +86,7 @@ class Controller {
   };
 
   Result<void> discover(TimeNs now);
-  void track_vmas(Target& t, TimeNs now);
+  void track_vmas(Target& t, TimeNs now) const;
   void read_residency(Target& t);
   void record_history(Target& t, TimeNs now);
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;

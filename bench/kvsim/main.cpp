@@ -71,7 +71,7 @@ void sleep_ns(TimeNs ns) {
 // pool's translations, so after DAMON clears a page's accessed bit the CPU
 // would never set it again; real TLBs evict all the time.
 void flush_own_tlb() {
-  constexpr std::size_t kScratch = 64 * 4096;
+  constexpr std::size_t kScratch = std::size_t{64} * 4096;
   void* p = mmap(nullptr, kScratch, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;
   for (std::size_t off = 0; off < kScratch; off += 4096) static_cast<volatile char*>(p)[off] = 1;
