@@ -18,17 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "agent/ctl/nodes_report.hpp"
 #include "agent/daemon/capabilities.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/logging.hpp"
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/host/sysfs.hpp"
+#include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
-#include "agent/nodes_report.hpp"
 #include "agent/sources/source_registry.hpp"
-#include "agent/sysfs.hpp"
-#include "agent/topology_reader.hpp"
 #include "policy/config.hpp"
 #include "policy/topology.hpp"
 

@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/host/residency.hpp"
 #include "agent/movers/move_pages_mover.hpp"
-#include "agent/movers/residency.hpp"
 
 namespace kvtier::bench {
 namespace {

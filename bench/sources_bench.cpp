@@ -34,11 +34,11 @@
 #include <thread>
 #include <vector>
 
+#include "agent/host/sysfs.hpp"
 #include "agent/sources/bpf_stats.hpp"
 #include "agent/sources/damon_source.hpp"
 #include "agent/sources/fault_sampler.hpp"
 #include "agent/sources/pmu_sampler.hpp"
-#include "agent/sysfs.hpp"
 
 namespace kvtier::bench {
 namespace {

@@ -24,5 +24,5 @@ set_tests_properties(unit.kvtierctl_config_check_default unit.kvtierctl_config_c
 # agent's topology reader, so it is a binary of its own: unit_policy stays pure).
 kvtier_gtest(unit_policy_fixture unit
   SOURCES unit/planner_fixture_test.cpp
-  LIBS policy agent)
+  LIBS policy agent_host)
 target_compile_definitions(unit_policy_fixture PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
 
 namespace kvtier::agent::ctl {
 

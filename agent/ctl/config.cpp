@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "agent/ctl/command.hpp"
-#include "agent/topology_reader.hpp"
+#include "agent/host/topology_reader.hpp"
 #include "policy/config.hpp"
 
 namespace kvtier::agent::ctl {

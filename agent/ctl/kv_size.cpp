@@ -9,7 +9,7 @@
 #include <string>
 
 #include "agent/ctl/command.hpp"
-#include "agent/topology_reader.hpp"
+#include "agent/host/topology_reader.hpp"
 #include "policy/kv_size.hpp"
 #include "policy/topology.hpp"
 

@@ -2,8 +2,8 @@
 #include <memory>
 
 #include "agent/ctl/command.hpp"
-#include "agent/nodes_report.hpp"
-#include "agent/topology_reader.hpp"
+#include "agent/ctl/nodes_report.hpp"
+#include "agent/host/topology_reader.hpp"
 
 namespace kvtier::agent::ctl {
 

@@ -9,8 +9,8 @@
 #include <set>
 #include <utility>
 
-#include "agent/procfs.hpp"
-#include "agent/topology_reader.hpp"
+#include "agent/host/procfs.hpp"
+#include "agent/host/topology_reader.hpp"
 #include "policy/planner.hpp"
 #include "policy/units.hpp"
 

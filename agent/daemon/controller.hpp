@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "agent/daemon/daemon.hpp"
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
-#include "agent/mover.hpp"
-#include "agent/movers/move_pages_call.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/movers/mover.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"

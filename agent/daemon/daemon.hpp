@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "agent/clock.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/event_loop.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
 #include "agent/daemon/sd_notify.hpp"
 #include "agent/daemon/telemetry.hpp"
+#include "agent/host/clock.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

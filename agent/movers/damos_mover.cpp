@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/procfs.hpp"
-#include "agent/sysfs.hpp"
+#include "agent/host/procfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "agent/damon_sysfs.hpp"
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
-#include "agent/mover.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/damon_sysfs.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/movers/mover.hpp"
 #include "policy/error.hpp"
 
 namespace kvtier::agent {

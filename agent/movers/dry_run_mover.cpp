@@ -2,8 +2,8 @@
 
 #include <cerrno>
 
-#include "agent/movers/huge_pages.hpp"
 #include "agent/movers/move_pages_mover.hpp"
+#include "agent/movers/move_units.hpp"
 
 namespace kvtier::agent {
 

@@ -3,9 +3,9 @@
 // and counts what a real mover would do, moving nothing. Its `moved` and
 // `bytes_moved` mean "would move".
 
-#include "agent/mover.hpp"
-#include "agent/movers/move_pages_call.hpp"
-#include "agent/movers/residency.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/host/residency.hpp"
+#include "agent/movers/mover.hpp"
 
 namespace kvtier::agent {
 

@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -20,11 +20,12 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/clock.hpp"
-#include "agent/host_paths.hpp"
-#include "agent/mover.hpp"
-#include "agent/movers/huge_pages.hpp"
-#include "agent/movers/move_pages_call.hpp"
+#include "agent/host/clock.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/host/huge_pages.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/movers/move_units.hpp"
+#include "agent/movers/mover.hpp"
 #include "agent/movers/node_full_latch.hpp"
 #include "agent/movers/pinned_set.hpp"
 #include "agent/movers/rate_limiter.hpp"

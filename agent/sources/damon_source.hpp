@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "agent/damon_sysfs.hpp"
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/damon_sysfs.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/sources/hotness_source.hpp"
 
 namespace kvtier::agent {
 

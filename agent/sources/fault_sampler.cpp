@@ -5,9 +5,9 @@
 
 #include <utility>
 
+#include "agent/host/sysfs.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
 #include "agent/sources/probes.hpp"
-#include "agent/sysfs.hpp"
 #include "faults.skel.h"
 
 namespace kvtier::agent {

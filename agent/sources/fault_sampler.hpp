@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "agent/sources/page_heat_maps.hpp"
 
 namespace kvtier::agent {

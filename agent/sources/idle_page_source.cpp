@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <utility>
 
-#include "agent/procfs.hpp"
+#include "agent/host/procfs.hpp"
+#include "agent/host/unique_fd.hpp"
 #include "agent/sources/probes.hpp"
-#include "agent/unique_fd.hpp"
 
 namespace kvtier::agent {
 

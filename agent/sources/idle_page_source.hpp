@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/sources/hotness_source.hpp"
 
 namespace kvtier::agent {
 

@@ -10,8 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "agent/hotness_source.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

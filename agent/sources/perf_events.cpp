@@ -12,7 +12,7 @@
 #include <map>
 #include <utility>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
 #include "policy/error.hpp"
 
 namespace kvtier::agent {

@@ -17,7 +17,7 @@
 #include <string>
 #include <system_error>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 

@@ -5,18 +5,11 @@
 
 #include <string_view>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "policy/error.hpp"
 
 namespace kvtier::agent {
-
-inline Availability available(std::string why = "ok") {
-  return {.ok = true, .why = std::move(why)};
-}
-inline Availability unavailable(std::string why) {
-  return {.ok = false, .why = std::move(why)};
-}
 
 // CO-RE needs the kernel's own BTF.
 Availability probe_btf(const HostPaths& paths);

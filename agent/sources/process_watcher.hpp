@@ -6,9 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/bpf_events.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

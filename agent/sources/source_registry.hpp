@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/hotness_source.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/damon_source.hpp"
 #include "agent/sources/fault_sampler.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
 

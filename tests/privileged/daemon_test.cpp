@@ -17,17 +17,18 @@
 #include "agent/daemon/control_client.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon.hpp"
-#include "daemon_test_util.hpp"
+#include "fixture.hpp"
+#include "privileged/daemon_test_util.hpp"
 
 namespace kvtier::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using kvtier::testing::Fixture;
 using nlohmann::json;
 using testing::ChildResult;
 using testing::drop_to_nobody;
 using testing::in_child;
-using testing::TempDir;
 using testing::write_all;
 
 #define REQUIRE_ROOT() \
@@ -68,8 +69,8 @@ Server open_server(const ControlSocketOptions& opts) {
 
 TEST(ControlSocket, CreatedWithModeOwnerAndGroup) {
   REQUIRE_ROOT();
-  TempDir dir;
-  const auto path = dir.path / "kvtierd.sock";
+  Fixture dir;
+  const auto path = dir.path() / "kvtierd.sock";
   auto s = open_server({.path = path, .mode = 0660, .owner = "nobody", .group = "nogroup"});
   ASSERT_TRUE(s.server);
   struct stat st {};
@@ -83,17 +84,17 @@ TEST(ControlSocket, CreatedWithModeOwnerAndGroup) {
 }
 
 TEST(ControlSocket, UnknownGroupIsAnErrorNamingIt) {
-  TempDir dir;
+  Fixture dir;
   auto loop = EventLoop::create();
   ASSERT_TRUE(loop);
-  auto srv = ControlServer::open(**loop, {.path = dir.path / "s.sock", .group = "no-such-grp"});
+  auto srv = ControlServer::open(**loop, {.path = dir.path() / "s.sock", .group = "no-such-grp"});
   ASSERT_FALSE(srv);
   EXPECT_NE(srv.error().message.find("no-such-grp"), std::string::npos) << srv.error().message;
 }
 
 TEST(ControlSocket, SecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto first = open_server({.path = path});
   ASSERT_TRUE(first.server);
   auto loop2 = EventLoop::create();
@@ -107,13 +108,13 @@ TEST(ControlSocket, SecondServerOnALiveSocketIsRefusedAndLeavesItAlone) {
 }
 
 TEST(ControlSocket, StaleSocketFileIsReplaced) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   {
     auto first = open_server({.path = path});
     ASSERT_TRUE(first.server);
     // A killed daemon leaves its socket file; simulate by keeping the file.
-    const auto keep = dir.path / "keep.sock";
+    const auto keep = dir.path() / "keep.sock";
     std::filesystem::rename(path, keep);
     first.server.reset();
     std::filesystem::rename(keep, path);
@@ -124,8 +125,8 @@ TEST(ControlSocket, StaleSocketFileIsReplaced) {
 }
 
 TEST(ControlSocket, RootClientGetsAnswers) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto s = open_server({.path = path});
   ASSERT_TRUE(s.server);
   s.server->register_command("echo", [](const json& args, const PeerCred& peer) -> Result<json> {
@@ -149,8 +150,8 @@ TEST(ControlSocket, RootClientGetsAnswers) {
 }
 
 TEST(ControlSocket, HandlerExceptionBecomesAnErrorReply) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto s = open_server({.path = path});
   ASSERT_TRUE(s.server);
   s.server->register_command("typed", [](const json& args, const PeerCred&) -> Result<json> {
@@ -169,8 +170,8 @@ TEST(ControlSocket, HandlerExceptionBecomesAnErrorReply) {
 
 TEST(ControlSocket, UnprivilegedPeerIsRejectedByCredentialCheck) {
   REQUIRE_ROOT();
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   // World-writable on purpose: the file mode lets nobody in, the peer check must not.
   auto s = open_server({.path = path, .mode = 0666, .group = "root"});
   ASSERT_TRUE(s.server);
@@ -186,8 +187,8 @@ TEST(ControlSocket, UnprivilegedPeerIsRejectedByCredentialCheck) {
 
 TEST(ControlSocket, UnprivilegedPeerIsStoppedByFileModeWithAHint) {
   REQUIRE_ROOT();
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto s = open_server({.path = path, .mode = 0660, .group = "root"});
   ASSERT_TRUE(s.server);
   auto r = in_child(*s.loop, [&](int out) {
@@ -203,8 +204,8 @@ TEST(ControlSocket, UnprivilegedPeerIsStoppedByFileModeWithAHint) {
 
 TEST(ControlSocket, SupplementaryGroupMemberIsAllowed) {
   REQUIRE_ROOT();
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto gid = lookup_group("adm");
   if (!gid) GTEST_SKIP() << "no group adm on this host";
   auto s = open_server({.path = path, .mode = 0660, .group = "adm"});
@@ -226,8 +227,8 @@ TEST(ControlSocket, MissingSocketSaysIsKvtierdRunning) {
 }
 
 TEST(ControlSocket, OversizedRequestIsRefusedAndTheConnectionClosed) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto s = open_server({.path = path, .max_request_bytes = 1024});
   ASSERT_TRUE(s.server);
   auto r = in_child(*s.loop, [&](int out) {
@@ -250,8 +251,8 @@ TEST(ControlSocket, OversizedRequestIsRefusedAndTheConnectionClosed) {
 }
 
 TEST(ControlSocket, ClientThatNeverReadsDoesNotStallTheLoop) {
-  TempDir dir;
-  const auto path = dir.path / "s.sock";
+  Fixture dir;
+  const auto path = dir.path() / "s.sock";
   auto s = open_server({.path = path, .max_pending_output = 4 << 20});
   ASSERT_TRUE(s.server);
   const std::string blob(1 << 20, 'k');
@@ -306,9 +307,9 @@ DaemonHooks recording_hooks(const std::shared_ptr<StepLog>& log) {
   };
 }
 
-std::unique_ptr<Daemon> make_daemon(const TempDir& dir, const std::shared_ptr<StepLog>& log,
+std::unique_ptr<Daemon> make_daemon(const Fixture& dir, const std::shared_ptr<StepLog>& log,
                                     DaemonSettings s = {}) {
-  s.socket_path = dir.path / "kvtierd.sock";
+  s.socket_path = dir.path() / "kvtierd.sock";
   if (s.interval == DaemonSettings{}.interval) s.interval = 20ms;
   auto d = Daemon::create(s, recording_hooks(log));
   EXPECT_TRUE(d) << d.error().message;
@@ -321,7 +322,7 @@ void pump(Daemon& d, std::chrono::milliseconds total) {
 }
 
 TEST(Daemon, PauseAndResumeReachTheStep) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);
@@ -353,7 +354,7 @@ TEST(Daemon, PauseAndResumeReachTheStep) {
 }
 
 TEST(Daemon, StatusAndDumpOverTheSocket) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);
@@ -381,7 +382,7 @@ TEST(Daemon, StatusAndDumpOverTheSocket) {
 }
 
 TEST(Daemon, SighupAppliesAGoodReload) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);
@@ -401,7 +402,7 @@ TEST(Daemon, SighupAppliesAGoodReload) {
 }
 
 TEST(Daemon, SighupRejectsABadReloadAndKeepsTheRunningSettings) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);
@@ -434,7 +435,7 @@ TEST(Daemon, SighupRejectsABadReloadAndKeepsTheRunningSettings) {
 }
 
 TEST(Daemon, SigtermStopsCleanlyAndRemovesTheSocket) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);
@@ -450,14 +451,14 @@ TEST(Daemon, SigtermStopsCleanlyAndRemovesTheSocket) {
 }
 
 TEST(Daemon, StepErrorsAreCountedAndTheLoopGoesOn) {
-  TempDir dir;
+  Fixture dir;
   int calls = 0;
   DaemonHooks hooks{.step = [&](const StepContext&, Telemetry&) -> Result<void> {
     ++calls;
     if (calls <= 3) return fail("pid 4242 exited");
     return {};
   }};
-  auto d = Daemon::create(DaemonSettings{.socket_path = dir.path / "s.sock", .interval = 10ms},
+  auto d = Daemon::create(DaemonSettings{.socket_path = dir.path() / "s.sock", .interval = 10ms},
                           std::move(hooks));
   ASSERT_TRUE(d);
   ASSERT_TRUE((*d)->start());
@@ -499,8 +500,8 @@ bool any_contains(const std::vector<std::string>& msgs, const std::string& what)
 }
 
 TEST(Daemon, TellsSystemdReadyStatusWatchdogReloadingStopping) {
-  TempDir dir;
-  NotifySocket ns(dir.path / "notify");
+  Fixture dir;
+  NotifySocket ns(dir.path() / "notify");
   setenv("NOTIFY_SOCKET", ns.path.c_str(), 1);
   setenv("WATCHDOG_USEC", "40000", 1);
   unsetenv("WATCHDOG_PID");
@@ -565,7 +566,7 @@ Result<std::string> http_get(int port, const std::string& path) {
 }
 
 TEST(Daemon, PrometheusServesMetricsOnLoopbackAndGoesAwayWhenTurnedOff) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(
       dir, log, DaemonSettings{.prometheus_enabled = true, .prometheus_listen = "127.0.0.1:0"});
@@ -593,7 +594,7 @@ TEST(Daemon, PrometheusServesMetricsOnLoopbackAndGoesAwayWhenTurnedOff) {
 }
 
 TEST(Daemon, PrometheusIsOffByDefault) {
-  TempDir dir;
+  Fixture dir;
   auto log = std::make_shared<StepLog>();
   auto d = make_daemon(dir, log);
   ASSERT_TRUE(d);

@@ -1,5 +1,5 @@
 #pragma once
-// Helpers for the daemon's privileged tests: temp dirs, clients in forked
+// Helpers for the daemon's privileged tests: clients in forked
 // children (so the test process keeps pumping the daemon's event loop), and
 // dropping a child to an unprivileged user.
 
@@ -21,22 +21,6 @@ namespace kvtier::agent::testing {
 
 inline constexpr uid_t kNobody = 65534;
 inline constexpr gid_t kNogroup = 65534;
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvtier-daemon-XXXXXX").string();
-    path = mkdtemp(tmpl.data());
-    // Traversable by the unprivileged children, so the socket's own mode decides.
-    std::filesystem::permissions(path, std::filesystem::perms(0755));
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 inline void write_all(int fd, const std::string& s) {
   std::size_t off = 0;

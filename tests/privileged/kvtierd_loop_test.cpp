@@ -20,21 +20,22 @@
 #include <set>
 #include <string>
 
-#include "daemon_test_util.hpp"
-#include "kvtierd_process.hpp"
+#include "fixture.hpp"
+#include "privileged/daemon_test_util.hpp"
+#include "privileged/kvtierd_process.hpp"
 
 namespace kvtier::agent {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using kvtier::testing::Fixture;
 using nlohmann::json;
 using ::testing::HasSubstr;
 using testing::kBin;
 using testing::Kvtierd;
 using testing::run;
 using testing::slurp;
-using testing::TempDir;
 using testing::wait_for;
 
 constexpr std::size_t kPoolBytes = 8 << 20;
@@ -139,12 +140,12 @@ TEST(KvtierdLoop, FindsTheTargetReloadsAndLeavesNoBpfBehind) {
   const std::string comm = "kvtl-" + std::to_string(getpid());
   PoolChild child(comm);
   ASSERT_GT(child.pid, 0);
-  TempDir dir;
-  const auto conf = dir.path / "k.toml";
-  const auto sock = dir.path / "kvtierd.sock";
+  Fixture dir;
+  const auto conf = dir.path() / "k.toml";
+  const auto sock = dir.path() / "kvtierd.sock";
   std::ofstream(conf) << config_text(comm, "1s", "loop");
   Kvtierd d({"--foreground", "--config", conf.string(), "--socket", sock.string()},
-            dir.path / "log");
+            dir.path() / "log");
   const std::string ctl = kBin + "kvtierctl --socket " + sock.string() + " ";
 
   // The first step runs at once: the child is a target.
@@ -236,12 +237,12 @@ TEST(KvtierdLoop, FindsTheTargetReloadsAndLeavesNoBpfBehind) {
 }
 
 TEST(KvtierdLoop, InvalidConfigExits3WithOneLinePerProblem) {
-  TempDir dir;
-  const auto conf = dir.path / "bad.toml";
+  Fixture dir;
+  const auto conf = dir.path() / "bad.toml";
   std::ofstream(conf) << "[daemon]\ninterval = 5\n[[group]]\nname = \"a b\"\n"
                          "[group.select]\ncomm = [\"(\"]\n";
   auto r = run(kBin + "kvtierd --foreground --config " + conf.string() + " --socket " +
-               (dir.path / "s.sock").string());
+               (dir.path() / "s.sock").string());
   EXPECT_EQ(r.code, 3) << r.out;
   std::istringstream lines(r.out);
   std::vector<std::string> problems;
@@ -252,7 +253,7 @@ TEST(KvtierdLoop, InvalidConfigExits3WithOneLinePerProblem) {
   EXPECT_THAT(problems[0], HasSubstr("bad.toml:2: daemon.interval"));
   EXPECT_THAT(problems[1], HasSubstr("bad.toml:4: group[0].name"));
   EXPECT_THAT(problems[2], HasSubstr("bad.toml:6: group[0].select.comm"));
-  EXPECT_FALSE(fs::exists(dir.path / "s.sock"));
+  EXPECT_FALSE(fs::exists(dir.path() / "s.sock"));
 }
 
 }  // namespace

@@ -14,33 +14,34 @@
 #include <string>
 #include <thread>
 
-#include "daemon_test_util.hpp"
-#include "kvtierd_process.hpp"
+#include "fixture.hpp"
+#include "privileged/daemon_test_util.hpp"
+#include "privileged/kvtierd_process.hpp"
 
 namespace kvtier::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using kvtier::testing::Fixture;
 using testing::kBin;
 using testing::Kvtierd;
 using testing::minimal_config;
 using testing::run;
 using testing::slurp;
-using testing::TempDir;
 using testing::wait_for;
 
 TEST(Kvtierd, CheckConfigValidInvalidMissing) {
-  TempDir dir;
-  std::ofstream(dir.path / "good.toml") << minimal_config();
-  std::ofstream(dir.path / "bad.toml") << "[daemon]\ninterval = \n";
-  auto r = run(kBin + "kvtierd --check-config --config " + (dir.path / "good.toml").string());
+  Fixture dir;
+  std::ofstream(dir.path() / "good.toml") << minimal_config();
+  std::ofstream(dir.path() / "bad.toml") << "[daemon]\ninterval = \n";
+  auto r = run(kBin + "kvtierd --check-config --config " + (dir.path() / "good.toml").string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("configuration valid"), std::string::npos);
-  r = run(kBin + "kvtierd --check-config --config " + (dir.path / "bad.toml").string());
+  r = run(kBin + "kvtierd --check-config --config " + (dir.path() / "bad.toml").string());
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("bad.toml:2:"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("<3>"), std::string::npos) << "no journal prefix for a person";
-  r = run(kBin + "kvtierd --check-config --config " + (dir.path / "none.toml").string());
+  r = run(kBin + "kvtierd --check-config --config " + (dir.path() / "none.toml").string());
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find("none.toml:0: cannot read the file"), std::string::npos) << r.out;
   r = run(kBin + "kvtierd --no-such-flag");
@@ -50,25 +51,25 @@ TEST(Kvtierd, CheckConfigValidInvalidMissing) {
 TEST(Kvtierd, MissingCapabilityIsNamedAndExits4) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run kvtierd with a reduced bounding set";
   if (run("command -v setpriv").code != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
-  TempDir dir;
-  std::ofstream(dir.path / "k.toml") << minimal_config();
+  Fixture dir;
+  std::ofstream(dir.path() / "k.toml") << minimal_config();
   // As root, execve grants exactly the bounding set: drop CAP_BPF from it.
   auto r = run("setpriv --bounding-set=-bpf " + kBin + "kvtierd --foreground --config " +
-               (dir.path / "k.toml").string() + " --socket " + (dir.path / "s.sock").string());
+               (dir.path() / "k.toml").string() + " --socket " + (dir.path() / "s.sock").string());
   EXPECT_EQ(r.code, 4) << r.out;
   EXPECT_NE(r.out.find("missing capabilities: CAP_BPF ("), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("CAP_PERFMON"), std::string::npos) << r.out;
-  EXPECT_FALSE(std::filesystem::exists(dir.path / "s.sock"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.sock"));
 }
 
 TEST(Kvtierd, RunsAnswersReloadsAndStopsOnSigterm) {
   if (geteuid() != 0) GTEST_SKIP() << "kvtierd requires CAP_BPF and CAP_PERFMON";
-  TempDir dir;
-  const auto conf = dir.path / "k.toml";
-  const auto sock = dir.path / "kvtierd.sock";
+  Fixture dir;
+  const auto conf = dir.path() / "k.toml";
+  const auto sock = dir.path() / "kvtierd.sock";
   std::ofstream(conf) << minimal_config();
   Kvtierd d({"--foreground", "--config", conf.string(), "--socket", sock.string()},
-            dir.path / "log");
+            dir.path() / "log");
   ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(sock); })) << slurp(d.log);
 
   const std::string ctl = kBin + "kvtierctl --socket " + sock.string() + " ";
@@ -132,12 +133,13 @@ TEST(Kvtierctl, KvSizeMatchesTheIssueFigures) {
 
 TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
   // Built in a temp dir: node 0 DRAM with CPUs, node 1 memory-only in a lower tier.
-  TempDir dir;
-  const auto n = dir.path / "sys/devices/system/node";
+  Fixture dir;
+  const auto n = dir.path() / "sys/devices/system/node";
   std::filesystem::create_directories(n / "node0");
   std::filesystem::create_directories(n / "node1");
-  std::filesystem::create_directories(dir.path / "sys/devices/virtual/memory_tiering/memory_tier4");
-  std::filesystem::create_directories(dir.path /
+  std::filesystem::create_directories(dir.path() /
+                                      "sys/devices/virtual/memory_tiering/memory_tier4");
+  std::filesystem::create_directories(dir.path() /
                                       "sys/devices/virtual/memory_tiering/memory_tier22");
   std::ofstream(n / "online") << "0-1\n";
   std::ofstream(n / "possible") << "0-1\n";
@@ -151,9 +153,9 @@ TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
                                         "Node 0 MemFree:        33554432 kB\n";
   std::ofstream(n / "node1/meminfo") << "Node 1 MemTotal:       134217728 kB\n"
                                         "Node 1 MemFree:        134217728 kB\n";
-  std::ofstream(dir.path / "sys/devices/virtual/memory_tiering/memory_tier4/nodelist") << "0\n";
-  std::ofstream(dir.path / "sys/devices/virtual/memory_tiering/memory_tier22/nodelist") << "1\n";
-  auto r = run(kBin + "kvtierctl --root " + dir.path.string() +
+  std::ofstream(dir.path() / "sys/devices/virtual/memory_tiering/memory_tier4/nodelist") << "0\n";
+  std::ofstream(dir.path() / "sys/devices/virtual/memory_tiering/memory_tier22/nodelist") << "1\n";
+  auto r = run(kBin + "kvtierctl --root " + dir.path().string() +
                " kv-size --model llama3-70b-mha --tokens 64K --dram-budget 16G");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("DRAM (node 0)        16 GiB"), std::string::npos) << r.out;

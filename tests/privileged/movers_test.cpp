@@ -11,9 +11,9 @@
 #include <fstream>
 #include <string>
 
+#include "agent/host/residency.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
-#include "agent/movers/residency.hpp"
 
 namespace kvtier::agent {
 namespace {

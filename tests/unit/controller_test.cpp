@@ -1,5 +1,5 @@
 // The control loop driven step by step over a /proc + /sys tree built in a
-// temp dir (the hmat guest's topology: node 1 is the demotion target), with a
+// Fixture (the hmat guest's topology: node 1 is the demotion target), with a
 // scripted hotness source, a scripted page-node query and a recording mover.
 // The same loop runs for real in tests/vm/daemon_demotes.sh.
 
@@ -7,23 +7,21 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "agent/daemon/telemetry.hpp"
+#include "fixture.hpp"
 #include "policy/config.hpp"
 
 namespace kvtier::agent {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::Fixture;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -163,48 +161,32 @@ class ScriptedSource final : public HotnessSource {
   Script script_;
 };
 
-// A host under a temp dir: the hmat guest's /sys and a /proc with two processes.
-class FakeHost {
- public:
-  FakeHost() {
-    std::string tmpl = (fs::temp_directory_path() / "kvtier-controller-XXXXXX").string();
-    root_ = mkdtemp(tmpl.data());
-    fs::copy(fs::path(KVTIER_FIXTURES) / "topology/hmat-guest/sys", root_ / "sys",
-             fs::copy_options::recursive);
-    add_process(kServer, "vllm", std::string("vllm\0serve\0llama", 16), "/system.slice/vllm");
-    add_process(kShell, "bash", std::string("-bash", 5), "/user.slice/user-0.slice");
-  }
-  ~FakeHost() {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  FakeHost(const FakeHost&) = delete;
-  FakeHost& operator=(const FakeHost&) = delete;
+// The server's and the shell's /proc entries: the pool, a small anonymous
+// mapping (under 1 MiB: not tracked), a file mapping, the heap (too small) and
+// the stack.
+void add_process(Fixture& host, Pid pid, const std::string& comm, const std::string& cmdline,
+                 const std::string& cgroup) {
+  const std::string dir = "proc/" + std::to_string(pid);
+  host.write(dir + "/comm", comm + "\n")
+      .write(dir + "/cmdline", cmdline + std::string(1, '\0'))
+      .write(dir + "/cgroup", "0::" + cgroup + "\n")
+      .write(dir + "/maps",
+             "55d0c0a00000-55d0c0a2c000 r--p 00000000 fe:01 1835345   /usr/bin/" + comm + "\n" +
+                 "55d0c2000000-55d0c2021000 rw-p 00000000 00:00 0         [heap]\n"
+                 "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n"
+                 "7f0000400000-7f0000410000 rw-p 00000000 00:00 0 \n"
+                 "7f2b00000000-7f2b00200000 r-xp 00000000 fe:01 1835400   /usr/lib/libc.so.6\n"
+                 "7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0         [stack]\n");
+}
 
-  [[nodiscard]] HostPaths paths() const { return HostPaths::under(root_); }
-
-  void add_process(Pid pid, const std::string& comm, const std::string& cmdline,
-                   const std::string& cgroup) {
-    const fs::path dir = root_ / "proc" / std::to_string(pid);
-    fs::create_directories(dir);
-    std::ofstream(dir / "comm") << comm << "\n";
-    std::ofstream(dir / "cmdline", std::ios::binary) << cmdline << '\0';
-    std::ofstream(dir / "cgroup") << "0::" << cgroup << "\n";
-    // The pool, a small anonymous mapping (under 1 MiB: not tracked), a file
-    // mapping, the heap (too small) and the stack.
-    std::ofstream(dir / "maps")
-        << "55d0c0a00000-55d0c0a2c000 r--p 00000000 fe:01 1835345   /usr/bin/" << comm << "\n"
-        << "55d0c2000000-55d0c2021000 rw-p 00000000 00:00 0         [heap]\n"
-        << "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \n"
-        << "7f0000400000-7f0000410000 rw-p 00000000 00:00 0 \n"
-        << "7f2b00000000-7f2b00200000 r-xp 00000000 fe:01 1835400   /usr/lib/libc.so.6\n"
-        << "7ffd1c000000-7ffd1c021000 rw-p 00000000 00:00 0         [stack]\n";
-  }
-  void remove_process(Pid pid) { fs::remove_all(root_ / "proc" / std::to_string(pid)); }
-
- private:
-  fs::path root_;
-};
+// The hmat guest's /sys and a /proc with the server and a shell.
+Fixture make_host() {
+  Fixture host;
+  host.copy("topology/hmat-guest");
+  add_process(host, kServer, "vllm", std::string("vllm\0serve\0llama", 16), "/system.slice/vllm");
+  add_process(host, kShell, "bash", std::string("-bash", 5), "/user.slice/user-0.slice");
+  return host;
+}
 
 void touch(SourceBatch& out, Pid pid, AddrRange r, TimeNs now, std::uint32_t weight) {
   for (std::uint64_t a = r.start; a < r.end; a += kPageSize) {
@@ -225,7 +207,7 @@ bool overlaps(AddrRange a, AddrRange b) {
 }
 
 struct Loop {
-  FakeHost host;
+  Fixture host = make_host();
   FakeMemory mem;
   ScriptedSource* source = nullptr;  // owned by the controller
   RecordingMover* mover = nullptr;   // owned by the controller
@@ -353,7 +335,7 @@ TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
   Loop loop;
   loop.steps_until(kT0 + 2 * kSec);
   ASSERT_EQ(loop.ctl->target_count(), 1U);
-  loop.host.remove_process(kServer);
+  loop.host.remove("proc/" + std::to_string(kServer));
   loop.mem.node_of_page.erase(kServer);
   loop.step(kT0 + 3 * kSec);
   EXPECT_EQ(loop.ctl->target_count(), 0U);

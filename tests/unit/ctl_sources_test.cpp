@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "unit/sources_scratch.hpp"
+#include "fixture.hpp"
 
 namespace kvtier {
 namespace {
@@ -24,7 +24,7 @@ std::pair<std::string, int> run(const std::string& args) {
 }
 
 TEST(KvtierctlSources, JsonOnAHostWithoutAnySourceSaysWhyAndFails) {
-  testing::SourcesScratch t;
+  testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
   auto [out, rc] = run("--root " + t.paths().sys.parent_path().string() + " sources --json");
   EXPECT_EQ(rc, 1);
   const auto j = nlohmann::json::parse(out);
@@ -40,7 +40,7 @@ TEST(KvtierctlSources, JsonOnAHostWithoutAnySourceSaysWhyAndFails) {
 }
 
 TEST(KvtierctlSources, TableListsEverySource) {
-  testing::SourcesScratch t;
+  testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
   auto [out, rc] = run("--root " + t.paths().sys.parent_path().string() + " sources");
   EXPECT_EQ(rc, 1);
   for (const char* name : {"pmu ", "damon ", "faults ", "pmu-soft ", "idle "}) {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "agent/damon_sysfs.hpp"
-#include "unit/sources_scratch.hpp"
+#include "agent/host/damon_sysfs.hpp"
+#include "fixture.hpp"
 
 namespace kvtier {
 namespace {
@@ -9,13 +9,15 @@ namespace {
 using agent::DamonContextSpec;
 using agent::DamonSysfs;
 using agent::DamonTargetSpec;
-using testing::SourcesScratch;
+using testing::dir;
+using testing::Fixture;
 
 const std::string kKd = "sys/kernel/mm/damon/admin/kdamonds/";
 const std::string kCtx = kKd + "0/contexts/0/";
 
 TEST(DamonSysfs, ConfiguresAVaddrContext) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   DamonSysfs d = DamonSysfs::under(t.paths());
   const DamonContextSpec spec{
       .operations = "vaddr",
@@ -38,7 +40,8 @@ TEST(DamonSysfs, ConfiguresAVaddrContext) {
 }
 
 TEST(DamonSysfs, PaddrTargetsGetRegionsAndNoPid) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   t.mkdir(kCtx + "targets/0/regions/0");
   t.write(kCtx + "targets/0/regions/0/start", "0");
   t.write(kCtx + "targets/0/regions/0/end", "0");
@@ -56,7 +59,8 @@ TEST(DamonSysfs, PaddrTargetsGetRegionsAndNoPid) {
 }
 
 TEST(DamonSysfs, MissingDirectoryIsAnErrorNamingIt) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   t.remove(kCtx + "targets/1");
   DamonSysfs d = DamonSysfs::under(t.paths());
   auto ok = d.configure(0, DamonContextSpec{.targets = {{.pid = 1}, {.pid = 2}}});
@@ -66,7 +70,8 @@ TEST(DamonSysfs, MissingDirectoryIsAnErrorNamingIt) {
 }
 
 TEST(DamonSysfs, StateAndPid) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   DamonSysfs d = DamonSysfs::under(t.paths());
   ASSERT_TRUE(d.turn_on(0));
   EXPECT_EQ(t.read(kKd + "0/state"), "on");
@@ -83,7 +88,8 @@ TEST(DamonSysfs, StateAndPid) {
 }
 
 TEST(DamonSysfs, ClaimsAnIdleKdamondOrAddsOne) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   DamonSysfs d = DamonSysfs::under(t.paths());
   auto kd = d.claim_kdamond();
   ASSERT_TRUE(kd);

@@ -5,7 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
+#include "fixture.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -17,11 +18,8 @@ namespace fs = std::filesystem;
 // Files start empty (stats hold numbers): writes land in them.
 class DamosTree {
  public:
-  DamosTree(int regions, int filters)
-      : root_(fs::temp_directory_path() /
-              fmt_name(::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(root_);
-    const fs::path a = root_ / "sys/kernel/mm/damon/admin/kdamonds";
+  DamosTree(int regions, int filters) {
+    const fs::path a = root_.path() / "sys/kernel/mm/damon/admin/kdamonds";
     file(a / "nr_kdamonds", "1");
     const fs::path k = a / "0";
     file(k / "state", "off");
@@ -57,33 +55,29 @@ class DamosTree {
     }
     set_stats(0, 0, 0, 0, 0);
   }
-  ~DamosTree() { fs::remove_all(root_); }
-  DamosTree(const DamosTree&) = delete;
-  DamosTree& operator=(const DamosTree&) = delete;
-
-  [[nodiscard]] HostPaths host() const { return HostPaths::under(root_); }
+  [[nodiscard]] HostPaths host() const { return root_.paths(); }
   [[nodiscard]] std::string at(const std::string& rel) const {
-    auto t = read_text(root_ / "sys/kernel/mm/damon/admin/kdamonds/0" / rel);
+    auto t = read_text(root_.path() / "sys/kernel/mm/damon/admin/kdamonds/0" / rel);
     return t ? *t : "<" + t.error().message + ">";
   }
   void set_stats(std::uint64_t nr_tried, std::uint64_t sz_tried, std::uint64_t nr_applied,
                  std::uint64_t sz_applied, std::uint64_t qt) {
-    const fs::path d = root_ / "sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/schemes/0/stats";
+    const fs::path d =
+        root_.path() / "sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/schemes/0/stats";
     file(d / "nr_tried", std::to_string(nr_tried));
     file(d / "sz_tried", std::to_string(sz_tried));
     file(d / "nr_applied", std::to_string(nr_applied));
     file(d / "sz_applied", std::to_string(sz_applied));
     file(d / "qt_exceeds", std::to_string(qt));
   }
-  [[nodiscard]] const fs::path& root() const { return root_; }
+  [[nodiscard]] const fs::path& root() const { return root_.path(); }
 
  private:
-  static std::string fmt_name(const char* test) { return std::string("kvtier_damos_") + test; }
   static void file(const fs::path& p, const std::string& content = "") {
     fs::create_directories(p.parent_path());
     std::ofstream(p) << content;
   }
-  fs::path root_;
+  testing::Fixture root_;
 };
 
 DamosSetup cold_to_node1() {
@@ -181,8 +175,8 @@ TEST(DamosMover, MissingKnobIsNamedWithTheKernelVersionHint) {
 }
 
 TEST(DamosMover, ProbeAndNodeRangesAndMemcg) {
-  const auto root = fs::temp_directory_path() / "kvtier_damos_nodes";
-  fs::remove_all(root);
+  testing::Fixture fx;
+  const fs::path root = fx.path("absent");
   EXPECT_FALSE(DamosMover::probe(HostPaths::under(root)).ok);
   fs::create_directories(root / "sys/devices/system/memory");
   std::ofstream(root / "sys/devices/system/memory/block_size_bytes") << "8000000\n";
@@ -205,7 +199,6 @@ TEST(DamosMover, ProbeAndNodeRangesAndMemcg) {
   EXPECT_EQ(*cg, "/kvtier/llm");
   std::ofstream(root / "proc/77/cgroup", std::ios::trunc) << "1:name=systemd:/x\n";
   EXPECT_FALSE(DamosMover::memcg_path_of(HostPaths::under(root), 77));
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "agent/movers/move_pages_call.hpp"
+#include "agent/host/move_pages_call.hpp"
 
 namespace kvtier::agent::testing {
 

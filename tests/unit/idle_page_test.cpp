@@ -5,12 +5,13 @@
 #include <cstdint>
 
 #include "agent/sources/idle_page_source.hpp"
-#include "unit/sources_scratch.hpp"
+#include "fixture.hpp"
 
 namespace kvtier {
 namespace {
 
-using testing::SourcesScratch;
+using testing::dir;
+using testing::Fixture;
 
 constexpr std::uint64_t kPresent = 1ULL << 63;
 
@@ -31,17 +32,17 @@ std::uint64_t get_word(const std::filesystem::path& file, std::uint64_t index) {
 // The kernel's side is played by the test: it clears an idle bit where the
 // hardware would have set an accessed bit.
 TEST(IdlePages, ReportsPagesWhoseIdleBitWasClearedSinceTheLastScan) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   t.write("proc/4242/maps",
           "00010000-00014000 rw-p 00000000 00:00 0 \n"
           "00020000-00021000 r-xp 00000000 08:01 7 /bin/x\n");
-  const auto pagemap = t.sys("../proc/4242/pagemap");
+  const auto pagemap = t.path("sys/../proc/4242/pagemap");
   put_word(pagemap, 0x10, kPresent | 100);
   put_word(pagemap, 0x11, kPresent | 101);
   put_word(pagemap, 0x12, 0);  // not present
   put_word(pagemap, 0x13, kPresent | 130);
   put_word(pagemap, 0x20, kPresent | 140);  // code: not scanned
-  const auto bitmap = t.sys("kernel/mm/page_idle/bitmap");
+  const auto bitmap = t.path("sys/kernel/mm/page_idle/bitmap");
   std::filesystem::create_directories(bitmap.parent_path());
   for (std::uint64_t w = 0; w < 4; ++w) put_word(bitmap, w, 0);
 
@@ -75,7 +76,7 @@ TEST(IdlePages, ReportsPagesWhoseIdleBitWasClearedSinceTheLastScan) {
 }
 
 TEST(IdlePages, ExitedTargetIsSkipped) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   t.write("sys/kernel/mm/page_idle/bitmap", "");
   agent::IdlePageSource s(t.paths(), agent::IdlePageOptions{});
   ASSERT_TRUE(s.start());

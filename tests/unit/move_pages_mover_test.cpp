@@ -6,7 +6,8 @@
 #include <fstream>
 
 #include "agent/movers/dry_run_mover.hpp"
-#include "fake_kernel.hpp"
+#include "fixture.hpp"
+#include "unit/fake_kernel.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -207,24 +208,21 @@ TEST(MovePagesMover, ProcessGoneMidWayCountsTheRestAsGone) {
 }
 
 TEST(MovePagesMover, ZombieEinvalCountsAsGone) {
-  const auto root = std::filesystem::temp_directory_path() / "kvtier_movers_zombie";
-  std::filesystem::create_directories(root / "proc" / std::to_string(kPid));
-  std::ofstream(root / "proc" / std::to_string(kPid) / "stat") << kPid << " (a b) Z 1 2 3\n";
+  const std::string stat = "proc/" + std::to_string(kPid) + "/stat";
+  kvtier::testing::Fixture root;
+  root.write(stat, std::to_string(kPid) + " (a b) Z 1 2 3\n");
   Harness h;
   h.kernel.errno_always = EINVAL;
-  auto mover = h.make({}, nullptr, HostPaths::under(root));
+  auto mover = h.make({}, nullptr, root.paths());
   const AddrRange r[] = {pages_at(0, 10)};
   const auto st = mover.move(kPid, r, 1);
   EXPECT_EQ(st.gone, 10U);
   // Exiting, mm already released, not yet a zombie: PF_EXITING (0x4) in flags.
-  std::ofstream(root / "proc" / std::to_string(kPid) / "stat", std::ios::trunc)
-      << kPid << " (a) b) R 1 2 3 0 -1 4194308 0 0\n";
+  root.write(stat, std::to_string(kPid) + " (a) b) R 1 2 3 0 -1 4194308 0 0\n");
   EXPECT_EQ(mover.move(kPid, r, 1).gone, 10U);
-  std::ofstream(root / "proc" / std::to_string(kPid) / "stat", std::ios::trunc)
-      << kPid << " (a) R 1 2 3 0 -1 4194560 0 0\n";
+  root.write(stat, std::to_string(kPid) + " (a) R 1 2 3 0 -1 4194560 0 0\n");
   const auto alive = mover.move(kPid, r, 1);
   EXPECT_EQ(alive.other, 10U) << "EINVAL from a live process is not 'gone'";
-  std::filesystem::remove_all(root);
 }
 
 TEST(MovePagesMover, PermissionErrors) {

@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "agent/topology_reader.hpp"
+#include "agent/host/topology_reader.hpp"
 #include "policy/budget.hpp"
 #include "policy/planner.hpp"
 

@@ -1,4 +1,4 @@
-#include "agent/procfs.hpp"
+#include "agent/host/procfs.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+
+#include "fixture.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -64,15 +66,12 @@ TEST(Procfs, CgroupIsTheCgroup2Line) {
 }
 
 TEST(Procfs, CgroupV1OnlyIsAnErrorNamingTheFile) {
-  const auto root =
-      std::filesystem::temp_directory_path() / ("kvtier-procfs-" + std::to_string(getpid()));
-  std::filesystem::create_directories(root / "proc/5");
-  std::ofstream(root / "proc/5/cgroup") << "1:name=systemd:/x\n";
-  auto cg = read_cgroup(HostPaths::under(root), 5);
+  const testing::Fixture root({testing::dir(
+      "proc", {testing::dir("5", {testing::file("cgroup", "1:name=systemd:/x\n")})})});
+  auto cg = read_cgroup(root.paths(), 5);
   ASSERT_FALSE(cg);
   EXPECT_NE(cg.error().message.find("proc/5/cgroup: no cgroup2 line"), std::string::npos)
       << cg.error().message;
-  std::filesystem::remove_all(root);
 }
 
 TEST(Procfs, MalformedMapsNamesFileAndLine) {

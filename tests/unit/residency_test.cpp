@@ -1,8 +1,8 @@
-#include "agent/movers/residency.hpp"
+#include "agent/host/residency.hpp"
 
 #include <gtest/gtest.h>
 
-#include "fake_kernel.hpp"
+#include "unit/fake_kernel.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "agent/sources/perf_events.hpp"
 #include "agent/sources/probes.hpp"
-#include "unit/sources_scratch.hpp"
+#include "fixture.hpp"
 
 namespace kvtier {
 namespace {
@@ -11,10 +11,11 @@ using agent::probe_btf;
 using agent::probe_damon_vaddr;
 using agent::probe_page_idle;
 using agent::probe_tracepoint;
-using testing::SourcesScratch;
+using testing::dir;
+using testing::Fixture;
 
 TEST(SourceProbes, NoBtfSaysSo) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   const auto a = probe_btf(t.paths());
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.why.find("no BTF"), std::string::npos) << a.why;
@@ -24,7 +25,7 @@ TEST(SourceProbes, NoBtfSaysSo) {
 }
 
 TEST(SourceProbes, TracepointFoundInMountedTracefs) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   t.mkdir("sys/kernel/tracing/events/exceptions/page_fault_user");
   EXPECT_TRUE(probe_tracepoint(t.paths(), "exceptions", "page_fault_user").ok);
   const auto a = probe_tracepoint(t.paths(), "damon", "damon_aggregated");
@@ -33,7 +34,7 @@ TEST(SourceProbes, TracepointFoundInMountedTracefs) {
 }
 
 TEST(SourceProbes, TracepointWithoutTracefsOrBtfIsUnknown) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   const auto a = probe_tracepoint(t.paths(), "migrate", "mm_migrate_pages");
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.why.find("tracefs not mounted"), std::string::npos) << a.why;
@@ -41,20 +42,22 @@ TEST(SourceProbes, TracepointWithoutTracefsOrBtfIsUnknown) {
 }
 
 TEST(SourceProbes, DamonWithoutSysfs) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   const auto a = probe_damon_vaddr(t.paths());
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.why.find("no DAMON sysfs"), std::string::npos) << a.why;
 }
 
 TEST(SourceProbes, DamonWithVaddr) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   const auto a = probe_damon_vaddr(t.paths());
   EXPECT_TRUE(a.ok) << a.why;
 }
 
 TEST(SourceProbes, DamonWithPaddrOnly) {
-  SourcesScratch t("damon-vaddr");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
   t.write("sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/avail_operations", "paddr\n");
   const auto a = probe_damon_vaddr(t.paths());
   EXPECT_FALSE(a.ok);
@@ -63,7 +66,7 @@ TEST(SourceProbes, DamonWithPaddrOnly) {
 }
 
 TEST(SourceProbes, DamonWithoutContextAsksKallsyms) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   t.write("sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds", "0\n");
   t.write("proc/kallsyms", "ffffffff81000000 T _stext\n");
   EXPECT_FALSE(probe_damon_vaddr(t.paths()).ok);
@@ -72,7 +75,7 @@ TEST(SourceProbes, DamonWithoutContextAsksKallsyms) {
 }
 
 TEST(SourceProbes, PageIdle) {
-  SourcesScratch t;
+  Fixture t({dir("proc"), dir("sys")});
   const auto a = probe_page_idle(t.paths());
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.why.find("CONFIG_IDLE_PAGE_TRACKING"), std::string::npos) << a.why;
@@ -81,7 +84,8 @@ TEST(SourceProbes, PageIdle) {
 }
 
 TEST(PmuEvents, EncodesPebsLoadLatencyFromSysfs) {
-  SourcesScratch t("intel");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/intel");
   auto spec = agent::encode_pmu_event(t.paths(), "cpu", "event=0xcd,umask=0x1,ldlat=3", "ldlat=30");
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->type, 4U);
@@ -90,7 +94,8 @@ TEST(PmuEvents, EncodesPebsLoadLatencyFromSysfs) {
 }
 
 TEST(PmuEvents, SplitBitRanges) {
-  SourcesScratch t("intel");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/intel");
   t.write("sys/bus/event_source/devices/cpu/format/event", "config:0-7,32-35");
   auto spec = agent::encode_pmu_event(t.paths(), "cpu", "event=0x1cd", "");
   ASSERT_TRUE(spec) << spec.error().message;
@@ -98,7 +103,8 @@ TEST(PmuEvents, SplitBitRanges) {
 }
 
 TEST(PmuEvents, UnknownTermIsAnErrorNamingTheFile) {
-  SourcesScratch t("intel");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/intel");
   auto spec = agent::encode_pmu_event(t.paths(), "cpu", "event=0xcd,frob=1", "");
   ASSERT_FALSE(spec);
   EXPECT_NE(spec.error().message.find("format/frob"), std::string::npos) << spec.error().message;
@@ -107,7 +113,8 @@ TEST(PmuEvents, UnknownTermIsAnErrorNamingTheFile) {
 }
 
 TEST(PmuEvents, CandidatesInPreferenceOrder) {
-  SourcesScratch t("intel");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/intel");
   auto c = agent::hardware_event_candidates(t.paths(), 50);
   ASSERT_EQ(c.size(), 1U);
   EXPECT_EQ(c[0].kind, agent::PmuEventKind::kPebsLoadLatency);
@@ -118,12 +125,13 @@ TEST(PmuEvents, CandidatesInPreferenceOrder) {
   ASSERT_EQ(c.size(), 2U);
   EXPECT_EQ(c[1].kind, agent::PmuEventKind::kIbsOp);
   EXPECT_EQ(c[1].type, 11U);
-  SourcesScratch empty;
+  Fixture empty({dir("proc"), dir("sys")});
   EXPECT_TRUE(agent::hardware_event_candidates(empty.paths(), 30).empty());
 }
 
 TEST(PmuEvents, OnlineCpus) {
-  SourcesScratch t("intel");
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/intel");
   auto cpus = agent::online_cpus(t.paths());
   ASSERT_TRUE(cpus);
   EXPECT_EQ(*cpus, (std::vector<int>{0, 1, 2, 3}));

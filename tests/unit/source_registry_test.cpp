@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/sources/source_registry.hpp"
-#include "unit/sources_scratch.hpp"
+#include "fixture.hpp"
 
 namespace kvtier {
 namespace {
@@ -90,7 +90,7 @@ TEST(SourceRegistry, NothingAvailable) {
 }
 
 TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
-  testing::SourcesScratch t;
+  testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
   SourceRegistry reg;
   agent::register_builtin_sources(reg, t.paths(), agent::SourceOptions{});
   const auto reports = agent::probe_sources(reg);

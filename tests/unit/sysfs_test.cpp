@@ -1,4 +1,4 @@
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fixture.hpp"
+
 namespace kvtier::agent {
 namespace {
 
 TEST(WriteText, ReplacesTheContentAndNeverCreates) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("kvtier-sysfs-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "state") << "off\n";
+  const testing::Fixture fx({testing::file("state", "off\n")});
+  const auto& dir = fx.path();
   ASSERT_TRUE(write_text(dir / "state", "on"));
   EXPECT_EQ(read_text(dir / "state").value_or("?"), "on");
   auto missing = write_text(dir / "nr_kdamonds", "1");
@@ -23,7 +23,6 @@ TEST(WriteText, ReplacesTheContentAndNeverCreates) {
   EXPECT_NE(missing.error().message.find("nr_kdamonds: cannot open for writing"), std::string::npos)
       << missing.error().message;
   EXPECT_FALSE(std::filesystem::exists(dir / "nr_kdamonds"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ParseIdList, RangesAndSingles) {
@@ -54,16 +53,15 @@ TEST(ReadU64, MissingFileCarriesErrno) {
 }
 
 TEST(ReadU64, RejectsGarbage) {
-  const auto path = std::filesystem::temp_directory_path() / "kvtier_read_u64_test";
-  std::ofstream(path) << "12abc\n";
+  testing::Fixture fx({testing::file("n", "12abc\n")});
+  const auto path = fx.path("n");
   auto v = read_u64(path);
   ASSERT_FALSE(v);
   EXPECT_NE(v.error().message.find("12abc"), std::string::npos);
-  std::ofstream(path, std::ios::trunc) << "250\n";
+  fx.write("n", "250\n");
   auto ok = read_u64(path);
   ASSERT_TRUE(ok);
   EXPECT_EQ(*ok, 250U);
-  std::filesystem::remove(path);
 }
 
 }  // namespace

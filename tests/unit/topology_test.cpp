@@ -3,8 +3,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "agent/nodes_report.hpp"
-#include "agent/topology_reader.hpp"
+#include "agent/ctl/nodes_report.hpp"
+#include "agent/host/topology_reader.hpp"
+#include "fixture.hpp"
 #include "policy/topology.hpp"
 
 namespace kvtier {
@@ -12,32 +13,9 @@ namespace {
 namespace fs = std::filesystem;
 using agent::HostPaths;
 using agent::read_topology;
+using testing::Fixture;
 
 const fs::path kFixtures = fs::path(KVTIER_FIXTURES) / "topology";
-
-// A scratch copy of a fixture tree that a test may break.
-class ScratchTree {
- public:
-  explicit ScratchTree(const std::string& fixture)
-      : root_(fs::temp_directory_path() /
-              ("kvtier-topo-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-               "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(root_);
-    fs::copy(kFixtures / fixture, root_, fs::copy_options::recursive);
-  }
-  ~ScratchTree() { fs::remove_all(root_); }
-  ScratchTree(const ScratchTree&) = delete;
-  ScratchTree& operator=(const ScratchTree&) = delete;
-
-  [[nodiscard]] HostPaths paths() const { return HostPaths::under(root_); }
-  void write(const std::string& rel, const std::string& text) const {
-    std::ofstream(root_ / "sys" / rel, std::ios::trunc) << text;
-  }
-  void remove(const std::string& rel) const { fs::remove_all(root_ / "sys" / rel); }
-
- private:
-  fs::path root_;
-};
 
 TEST(TopologyFixture, ThisHostHasOneNodeAndNoDemotionTarget) {
   auto topo = read_topology(HostPaths::under(kFixtures / "host"));
@@ -111,8 +89,9 @@ TEST(TopologyJson, ReportsRoleAndAttributes) {
 }
 
 TEST(TopologyErrors, MissingOnlineNamesFileAndHint) {
-  ScratchTree tree("hmat-guest");
-  tree.remove("devices/system/node/online");
+  Fixture tree;
+  tree.copy("topology/hmat-guest");
+  tree.remove("sys/devices/system/node/online");
   auto topo = read_topology(tree.paths());
   ASSERT_FALSE(topo);
   EXPECT_NE(topo.error().message.find("devices/system/node/online"), std::string::npos);
@@ -132,8 +111,9 @@ TEST(TopologyErrors, MalformedFilesAreNamed) {
       {"devices/virtual/memory_tiering/memory_tier4/nodelist", "0-"},
   };
   for (const auto& [file, text] : cases) {
-    ScratchTree tree("hmat-guest");
-    tree.write(file, text);
+    Fixture tree;
+    tree.copy("topology/hmat-guest");
+    tree.write(std::string("sys/") + file, text);
     auto topo = read_topology(tree.paths());
     ASSERT_FALSE(topo) << file << " <- " << text;
     EXPECT_NE(topo.error().message.find(file), std::string::npos) << topo.error().message;
@@ -141,9 +121,10 @@ TEST(TopologyErrors, MalformedFilesAreNamed) {
 }
 
 TEST(TopologyErrors, MissingOptionalPartsAreNotErrors) {
-  ScratchTree tree("hmat-guest");
-  tree.remove("devices/virtual/memory_tiering");
-  tree.remove("devices/system/node/node1/access0");
+  Fixture tree;
+  tree.copy("topology/hmat-guest");
+  tree.remove("sys/devices/virtual/memory_tiering");
+  tree.remove("sys/devices/system/node/node1/access0");
   auto topo = read_topology(tree.paths());
   ASSERT_TRUE(topo) << topo.error().message;
   EXPECT_FALSE(topo->nodes[1].memory_tier.has_value());

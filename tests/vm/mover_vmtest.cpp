@@ -27,9 +27,9 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/host/residency.hpp"
 #include "agent/movers/damos_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
-#include "agent/movers/residency.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/movers/residency.hpp"
+#include "agent/host/residency.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 4 || (argc - 2) % 2 != 0) {

@@ -1,7 +1,7 @@
 #pragma once
 // Reads the NUMA topology from sysfs (under HostPaths::sys).
 
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
 #include "policy/error.hpp"
 #include "policy/topology.hpp"
 

@@ -1,4 +1,4 @@
-#include "agent/movers/residency.hpp"
+#include "agent/host/residency.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -6,8 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/movers/huge_pages.hpp"
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -29,15 +28,15 @@ Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
   out.reserve(ranges.size());
   for (const auto& r : ranges) {
     RangeResidency res{.range = r};
-    const AddrRange one[] = {r};
-    const auto units = split_units(one, {});
-    for (std::size_t off = 0; off < units.size(); off += batch_pages_) {
-      const std::size_t n = std::min(batch_pages_, units.size() - off);
+    const std::uint64_t first = r.start & ~(kPageSize - 1);
+    const std::uint64_t pages = r.end > first ? (r.end - first + kPageSize - 1) / kPageSize : 0;
+    for (std::uint64_t off = 0; off < pages; off += batch_pages_) {
+      const std::size_t n = std::min<std::uint64_t>(batch_pages_, pages - off);
       addrs_.resize(n);
       status_.assign(n, 0);
       for (std::size_t k = 0; k < n; ++k) {
-        addrs_[k] =
-            reinterpret_cast<void*>(units[off + k].addr);  // NOLINT(performance-no-int-to-ptr)
+        addrs_[k] = reinterpret_cast<void*>(
+            first + (off + k) * kPageSize);  // NOLINT(performance-no-int-to-ptr)
       }
       const auto q = query_(pid, addrs_, nullptr, status_, 0);
       if (q.ret < 0) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"

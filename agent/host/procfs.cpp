@@ -1,11 +1,11 @@
-#include "agent/procfs.hpp"
+#include "agent/host/procfs.hpp"
 
 #include <fmt/format.h>
 #include <cerrno>
 #include <charconv>
 #include <sstream>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "agent/nodes_report.hpp"
+#include "agent/ctl/nodes_report.hpp"
 
 #include <fmt/format.h>
 #include <sstream>

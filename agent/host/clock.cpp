@@ -1,4 +1,4 @@
-#include "agent/clock.hpp"
+#include "agent/host/clock.hpp"
 
 #include <chrono>
 #include <thread>

@@ -1,11 +1,11 @@
-#include "agent/damon_sysfs.hpp"
+#include "agent/host/damon_sysfs.hpp"
 
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <charconv>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 

@@ -1,4 +1,4 @@
-#include "agent/movers/move_pages_call.hpp"
+#include "agent/host/move_pages_call.hpp"
 
 #include <numaif.h>
 

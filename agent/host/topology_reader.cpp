@@ -1,11 +1,11 @@
-#include "agent/topology_reader.hpp"
+#include "agent/host/topology_reader.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <sstream>
 
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/host_paths.hpp"
+#include "agent/host/host_paths.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

@@ -9,17 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/host/availability.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
-
-// Whether a mechanism can run on this host; `why` is one line naming the
-// missing piece (no BTF, no CAP_BPF, no PMU event, no DAMON vaddr, ...).
-struct Availability {
-  bool ok = false;
-  std::string why;
-};
 
 struct SourceBatch {
   std::vector<AccessSample> samples;

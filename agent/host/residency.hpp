@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/host_paths.hpp"
-#include "agent/movers/move_pages_call.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/host/move_pages_call.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

@@ -1,4 +1,4 @@
-#include "agent/sysfs.hpp"
+#include "agent/host/sysfs.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

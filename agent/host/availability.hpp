@@ -1,0 +1,24 @@
+#pragma once
+// Whether a mechanism (a hotness source, a mover, the process watcher) can run
+// on this host, and why not: every probe answers with one of these.
+
+#include <string>
+#include <utility>
+
+namespace kvtier::agent {
+
+// `why` is one line naming the missing piece (no BTF, no CAP_BPF, no PMU
+// event, no DAMON vaddr, ...), or saying what works.
+struct Availability {
+  bool ok = false;
+  std::string why;
+};
+
+inline Availability available(std::string why = "ok") {
+  return {.ok = true, .why = std::move(why)};
+}
+inline Availability unavailable(std::string why) {
+  return {.ok = false, .why = std::move(why)};
+}
+
+}  // namespace kvtier::agent

@@ -1,0 +1,50 @@
+#include "agent/movers/move_units.hpp"
+
+#include <algorithm>
+
+namespace kvtier::agent {
+namespace {
+
+std::uint64_t align_down(std::uint64_t v, std::uint64_t a) {
+  return v & ~(a - 1);
+}
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) {
+  return (v + a - 1) & ~(a - 1);
+}
+
+}  // namespace
+
+std::uint64_t count_pages(std::span<const AddrRange> ranges) {
+  std::uint64_t n = 0;
+  for (const auto& r : ranges) {
+    if (r.end <= r.start) continue;
+    n += (align_up(r.end, kPageSize) - align_down(r.start, kPageSize)) / kPageSize;
+  }
+  return n;
+}
+
+std::vector<MoveUnit> split_units(std::span<const AddrRange> ranges,
+                                  std::span<const std::uint64_t> huge_blocks) {
+  std::vector<MoveUnit> units;
+  units.reserve(count_pages(ranges));
+  for (const auto& r : ranges) {
+    if (r.end <= r.start) continue;
+    std::uint64_t a = align_down(r.start, kPageSize);
+    const std::uint64_t end = align_up(r.end, kPageSize);
+    while (a < end) {
+      const std::uint64_t block = align_down(a, kHugePageSize);
+      if (std::binary_search(huge_blocks.begin(), huge_blocks.end(), block)) {
+        const std::uint64_t stop = std::min(end, block + kHugePageSize);
+        units.push_back(
+            MoveUnit{.addr = block, .pages = static_cast<std::uint32_t>((stop - a) / kPageSize)});
+        a = stop;
+      } else {
+        units.push_back(MoveUnit{.addr = a, .pages = 1});
+        a += kPageSize;
+      }
+    }
+  }
+  return units;
+}
+
+}  // namespace kvtier::agent
