@@ -98,14 +98,7 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
                          .max = cfg.sources.damon_max_regions};
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
-  std::vector<std::string> prefer;
-  prefer.reserve(cfg.sources.prefer.size());
-  for (auto kind : cfg.sources.prefer) {
-    prefer.emplace_back(kvtier::policy::source_name(kind));
-  }
-  const std::string force =
-      cfg.sources.force ? std::string(kvtier::policy::source_name(*cfg.sources.force)) : "";
-  return agent::select_source(reg, prefer, force);
+  return agent::select_source(reg, cfg.sources.prefer, cfg.sources.force);
 }
 
 void log_lines(const std::string& prefix, const std::string& text) {
@@ -208,12 +201,7 @@ int run(int argc, char** argv) {
   }
 
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
-  if (choice) {
-    const auto name = choice->source->name();
-    features.push_back(name == "damon"  ? agent::Feature::kDamon
-                       : name == "idle" ? agent::Feature::kIdlePage
-                                        : agent::Feature::kBpfSources);
-  }
+  if (choice) features.push_back(agent::feature_for(choice->source->kind()));
   if (observe_reason.empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);

@@ -148,18 +148,15 @@ std::unique_ptr<agent::HotnessSource> make(const std::string& name, std::string&
     return std::make_unique<agent::PmuSampler>(
         paths,
         agent::PmuOptions{
-            .events = agent::PmuEventChoice::kSoftware, .sample_period = 1, .adaptive = false},
-        name);
+            .events = agent::PmuEventChoice::kSoftware, .sample_period = 1, .adaptive = false});
   }
   if (name == "pmu-soft-adaptive") {
     note = "budget 20000/s";
     return std::make_unique<agent::PmuSampler>(
-        paths,
-        agent::PmuOptions{.events = agent::PmuEventChoice::kSoftware,
-                          .sample_period = 1,
-                          .adaptive = true,
-                          .max_samples_per_sec = 20000},
-        name);
+        paths, agent::PmuOptions{.events = agent::PmuEventChoice::kSoftware,
+                                 .sample_period = 1,
+                                 .adaptive = true,
+                                 .max_samples_per_sec = 20000});
   }
   if (name == "damon") return std::make_unique<agent::DamonSource>(paths, agent::DamonOptions{});
   return nullptr;

@@ -29,6 +29,8 @@ std::string_view source_name(SourceKind s) {
   switch (s) {
     case SourceKind::kPmu:
       return "pmu";
+    case SourceKind::kPmuSoft:
+      return "pmu-soft";
     case SourceKind::kFault:
       return "faults";
     case SourceKind::kDamon:
@@ -77,7 +79,8 @@ using Choices = std::vector<std::pair<std::string_view, T>>;
 const Choices<SourceKind> kSources{{"pmu", SourceKind::kPmu},
                                    {"faults", SourceKind::kFault},
                                    {"damon", SourceKind::kDamon},
-                                   {"idle", SourceKind::kIdlePage}};
+                                   {"idle", SourceKind::kIdlePage},
+                                   {"pmu-soft", SourceKind::kPmuSoft}};
 const Choices<MoverKind> kMovers{{"move_pages", MoverKind::kMovePages},
                                  {"damos", MoverKind::kDamos},
                                  {"dry-run", MoverKind::kDryRun}};
@@ -869,6 +872,13 @@ std::expected<CompiledConfig, ConfigProblems> compile_config(Config config, cons
   });
   out.config = std::move(config);
   return out;
+}
+
+std::optional<SourceKind> source_kind(std::string_view name) {
+  for (const auto& [n, kind] : kSources) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvtier::policy

@@ -52,13 +52,18 @@ struct TelemetryConfig {
 };
 
 struct SourcesConfig {
-  // Tried in this order; the first one the host supports is used. DAMON comes
-  // before faults: faults show what is hot but never what is cold.
+  // Tried in this order; the first one the host supports is used (kvtierd and
+  // `kvtierctl sources` both start from this default). DAMON comes before
+  // faults: faults show what is hot but never what is cold. pmu-soft (the
+  // software page-faults event) is left out: it sees what faults sees at a
+  // higher cost; name it to use it.
   std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kDamon, SourceKind::kFault,
                                     SourceKind::kIdlePage};
-  std::optional<SourceKind> force;            // use exactly this source, fail if unavailable
-  std::uint64_t sample_period = 1000;         // PMU/fault events per sample
-  std::uint64_t max_samples_per_sec = 20000;  // in-kernel rate limit, all targets together
+  std::optional<SourceKind> force;     // use exactly this source, fail if unavailable
+  std::uint64_t sample_period = 1000;  // pmu, pmu-soft: events per sample
+  // pmu, pmu-soft: sample budget, all targets together; checked at each
+  // collect(), where the period grows to meet it (not an in-kernel cap).
+  std::uint64_t max_samples_per_sec = 20000;
   TimeNs damon_sample_interval = 5 * kNsPerMs;
   TimeNs damon_aggr_interval = 100 * kNsPerMs;
   std::uint32_t damon_min_regions = 10;
@@ -186,6 +191,8 @@ std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::st
                                                                    const Topology* topo = nullptr);
 
 std::string_view source_name(SourceKind s);
+// The kind a name stands for ("pmu", "pmu-soft", "faults", "damon", "idle").
+std::optional<SourceKind> source_kind(std::string_view name);
 std::string_view mover_name(MoverKind m);
 std::string_view log_level_name(LogLevel l);
 

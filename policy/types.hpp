@@ -26,9 +26,11 @@ struct AddrRange {
   friend bool operator==(const AddrRange&, const AddrRange&) = default;
 };
 
-// Where a sample or a heat report came from.
+// Where a sample or a heat report came from: one value per hotness source the
+// config can name (policy::source_name() gives the name).
 enum class SourceKind : std::uint8_t {
-  kPmu,       // perf_event samples with a data address (PEBS, IBS, or software page-faults)
+  kPmu,       // perf_event samples with a data address (PEBS load latency, IBS op)
+  kPmuSoft,   // the same sampler on the software page-faults perf event
   kFault,     // user page faults, including NUMA hint faults
   kDamon,     // DAMON region access counts
   kIdlePage,  // page_idle bitmap scans

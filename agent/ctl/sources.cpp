@@ -8,6 +8,7 @@
 #include "agent/sources/migration_counter.hpp"
 #include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"
+#include "policy/config.hpp"
 
 namespace kvtier::agent::ctl {
 
@@ -23,7 +24,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
     SourceRegistry reg;
     register_builtin_sources(reg, paths, SourceOptions{});
     const auto reports = probe_sources(reg);
-    auto choice = select_source(reg, {}, "");
+    auto choice = select_source(reg, {}, std::nullopt);
     const std::string chosen = choice ? std::string(choice->source->name()) : std::string();
     const std::string reason = choice ? choice->reason : choice.error().message;
     const Availability procs = ProcessWatcher(paths).probe();
@@ -33,7 +34,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
       nlohmann::json j;
       j["sources"] = nlohmann::json::array();
       for (const auto& r : reports) {
-        j["sources"].push_back({{"name", r.name},
+        j["sources"].push_back({{"name", policy::source_name(r.kind)},
                                 {"summary", r.summary},
                                 {"available", r.availability.ok},
                                 {"why", r.availability.why}});
@@ -46,8 +47,8 @@ void add_sources_command(CLI::App& app, Globals& g) {
     } else {
       std::cout << fmt::format("{:<10} {:<10} {}\n", "SOURCE", "AVAILABLE", "WHY");
       for (const auto& r : reports) {
-        std::cout << fmt::format("{:<10} {:<10} {}\n", r.name, r.availability.ok ? "yes" : "no",
-                                 r.availability.why);
+        std::cout << fmt::format("{:<10} {:<10} {}\n", policy::source_name(r.kind),
+                                 r.availability.ok ? "yes" : "no", r.availability.why);
       }
       std::cout << fmt::format("\nprocess watcher: {}\nmigration counter: {}\n", procs.why,
                                migrate.why);

@@ -31,6 +31,20 @@ std::string_view cap_name(Cap cap) {
   return "CAP_?";
 }
 
+Feature feature_for(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::kDamon:
+      return Feature::kDamon;
+    case SourceKind::kIdlePage:
+      return Feature::kIdlePage;
+    case SourceKind::kPmu:
+    case SourceKind::kPmuSoft:
+    case SourceKind::kFault:
+      break;
+  }
+  return Feature::kBpfSources;
+}
+
 // The reasons are the kernel checks that fail without the capability.
 std::vector<CapNeed> capabilities_for(Feature feature) {
   switch (feature) {

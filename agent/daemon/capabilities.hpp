@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 
@@ -35,6 +36,9 @@ enum class Feature : std::uint8_t {
   kIdlePage,      // page_idle bitmap + /proc/PID/pagemap PFNs
   kBpfStats,      // BPF_ENABLE_STATS run-time accounting of kvtier's programs
 };
+
+// What running a hotness source of this kind needs.
+Feature feature_for(SourceKind kind);
 
 struct CapNeed {
   Cap cap;

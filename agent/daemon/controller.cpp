@@ -77,7 +77,7 @@ void Controller::shutdown() {
 
 policy::HeatParams Controller::heat_params(std::size_t group) const {
   const auto& cfg = config_.config;
-  const bool regions = deps_.source && deps_.source->name() == "damon";
+  const bool regions = deps_.source && deps_.source->kind() == SourceKind::kDamon;
   return policy::HeatParams{
       .half_life = cfg.groups[group].policy.half_life,
       .granularity = regions ? policy::Granularity::kRegion : policy::Granularity::kPage,

@@ -26,7 +26,7 @@ class DamonSource final : public HotnessSource {
   DamonSource(HostPaths paths, DamonOptions opts);
   ~DamonSource() override;
 
-  [[nodiscard]] std::string_view name() const override { return "damon"; }
+  [[nodiscard]] SourceKind kind() const override { return SourceKind::kDamon; }
   [[nodiscard]] Availability probe() const override;
   Result<void> start() override;
   // Restarts the kdamond with the new targets (DAMON's per-region history

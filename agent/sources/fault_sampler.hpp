@@ -24,7 +24,7 @@ class FaultSampler final : public HotnessSource {
   FaultSampler(HostPaths paths, FaultOptions opts);
   ~FaultSampler() override;
 
-  [[nodiscard]] std::string_view name() const override { return "faults"; }
+  [[nodiscard]] SourceKind kind() const override { return SourceKind::kFault; }
   [[nodiscard]] Availability probe() const override;
   Result<void> start() override;
   Result<void> set_targets(std::span<const Pid> pids) override;

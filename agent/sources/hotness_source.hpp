@@ -1,7 +1,8 @@
 #pragma once
 // The interface every hotness mechanism implements (BPF PMU sampler, fault
-// sampler, DAMON reader, idle-page scanner). The daemon probes each, picks the
-// best available one (or the one the config forces), and feeds what collect()
+// sampler, DAMON reader, idle-page scanner), each known by its SourceKind.
+// The registry (source_registry.hpp) probes them and picks what runs; the
+// control loop starts those, tells them its targets and feeds what collect()
 // returns into the heat model.
 
 #include <span>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "agent/host/availability.hpp"
+#include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
@@ -27,7 +29,9 @@ class HotnessSource {
   HotnessSource(const HotnessSource&) = delete;
   HotnessSource& operator=(const HotnessSource&) = delete;
 
-  [[nodiscard]] virtual std::string_view name() const = 0;
+  [[nodiscard]] virtual SourceKind kind() const = 0;
+  // The name the config and the logs use ("pmu", "damon", ...).
+  [[nodiscard]] std::string_view name() const { return policy::source_name(kind()); }
   [[nodiscard]] virtual Availability probe() const = 0;
   // Loads and attaches whatever the mechanism needs. Idempotent.
   virtual Result<void> start() = 0;

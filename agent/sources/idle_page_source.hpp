@@ -25,7 +25,7 @@ class IdlePageSource final : public HotnessSource {
  public:
   IdlePageSource(HostPaths paths, IdlePageOptions opts);
 
-  [[nodiscard]] std::string_view name() const override { return "idle"; }
+  [[nodiscard]] SourceKind kind() const override { return SourceKind::kIdlePage; }
   [[nodiscard]] Availability probe() const override;
   Result<void> start() override;
   Result<void> set_targets(std::span<const Pid> pids) override;

@@ -1,8 +1,10 @@
 #pragma once
 // What the kernel itself migrates, per reason (reclaim demotion, NUMA
 // balancing promotion, DAMOS, move_pages, compaction...), from
-// migrate:mm_migrate_pages (bpf/migrate.bpf.c). Lets the daemon tell its own
-// moves from the kernel's and see when the kernel undoes its work.
+// migrate:mm_migrate_pages (bpf/migrate.bpf.c). kvtierd does not run it yet
+// (issue 11 uses it to count the kernel's own promotions and demotions beside
+// kvtier's moves); `kvtierctl sources` probes it, kvtier_source_run and
+// tests/privileged/sources_test.cpp run it.
 
 #include <array>
 #include <cstdint>

@@ -22,36 +22,20 @@ struct PmuSampler::Bpf {
   PageHeatMaps maps;
 };
 
-PmuSampler::PmuSampler(HostPaths paths, PmuOptions opts, std::string name)
-    : paths_(std::move(paths)), opts_(opts), name_(std::move(name)) {}
+PmuSampler::PmuSampler(HostPaths paths, PmuOptions opts) : paths_(std::move(paths)), opts_(opts) {}
 
 PmuSampler::~PmuSampler() {
   stop();
 }
-
-namespace {
-
-std::uint64_t default_period(PmuEventKind k) {
-  switch (k) {
-    case PmuEventKind::kPebsLoadLatency:
-      return 1009;  // prime, so the samples do not alias with loop strides
-    case PmuEventKind::kIbsOp:
-      return 65536;
-    case PmuEventKind::kSoftwarePageFaults:
-      return 1;
-  }
-  return 1;
-}
-
-}  // namespace
 
 Result<PmuEventSpec> PmuSampler::pick_event() const {
   auto cpus = online_cpus(paths_);
   const int cpu = cpus && !cpus->empty() ? cpus->front() : 0;
   if (opts_.events == PmuEventChoice::kSoftware) {
     PmuEventSpec spec = software_page_faults_event();
-    const std::uint64_t period = opts_.sample_period != 0 ? opts_.sample_period : 1;
-    if (auto ok = try_open_event(spec, period, cpu); !ok) return std::unexpected(ok.error());
+    if (auto ok = try_open_event(spec, opts_.sample_period, cpu); !ok) {
+      return std::unexpected(ok.error());
+    }
     return spec;
   }
   const auto candidates = hardware_event_candidates(paths_, opts_.load_latency_cycles);
@@ -62,9 +46,7 @@ Result<PmuEventSpec> PmuSampler::pick_event() const {
   }
   std::string errors;
   for (const auto& spec : candidates) {
-    const std::uint64_t period =
-        opts_.sample_period != 0 ? opts_.sample_period : default_period(spec.kind);
-    auto ok = try_open_event(spec, period, cpu);
+    auto ok = try_open_event(spec, opts_.sample_period, cpu);
     if (ok) return spec;
     errors += (errors.empty() ? "" : "; ") + ok.error().message;
   }
@@ -91,7 +73,7 @@ Result<void> PmuSampler::start() {
   bpf_map__set_max_entries(b->skel->maps.pages, opts_.max_pages);
   if (auto ok = b->skel.load(); !ok) return ok;
 
-  initial_period_ = opts_.sample_period != 0 ? opts_.sample_period : default_period(spec->kind);
+  initial_period_ = std::max<std::uint64_t>(opts_.sample_period, 1);
   auto events = open_event_per_cpu(*spec, initial_period_, *cpus);
   if (!events) return std::unexpected(events.error());
   b->events = *events;
@@ -110,12 +92,12 @@ Result<void> PmuSampler::start() {
     b->links.emplace_back(link);
   }
   b->maps = PageHeatMaps(bpf_map__fd(b->skel->maps.targets), bpf_map__fd(b->skel->maps.pages),
-                         bpf_map__fd(b->skel->maps.stats), SourceKind::kPmu);
+                         bpf_map__fd(b->skel->maps.stats), kind());
   if (auto ok = b->maps.set_targets(pending_targets_); !ok) return ok;
   period_ = initial_period_;
   event_ = *spec;
   bpf_ = std::move(b);
-  spdlog::info("{}: sampling {} every {} events on {} CPUs", name_, spec->name, period_,
+  spdlog::info("{}: sampling {} every {} events on {} CPUs", name(), spec->name, period_,
                cpus->size());
   return {};
 }
@@ -127,7 +109,7 @@ Result<void> PmuSampler::set_targets(std::span<const Pid> pids) {
 }
 
 Result<void> PmuSampler::collect(TimeNs now, SourceBatch& out) {
-  if (!bpf_) return fail(fmt::format("{}: collect() before start()", name_));
+  if (!bpf_) return fail(fmt::format("{}: collect() before start()", name()));
   if (auto n = bpf_->maps.drain(out); !n) return std::unexpected(n.error());
   if (opts_.adaptive) adapt_period(now);
   return {};
@@ -155,15 +137,15 @@ void PmuSampler::adapt_period(TimeNs now) {
   }
   if (next == period_) return;
   if (auto ok = set_sample_period(bpf_->events, next); !ok) {
-    spdlog::warn("{}: {}", name_, ok.error().message);
+    spdlog::warn("{}: {}", name(), ok.error().message);
     return;
   }
-  spdlog::debug("{}: {:.0f} samples/s, period {} -> {}", name_, rate, period_, next);
+  spdlog::debug("{}: {:.0f} samples/s, period {} -> {}", name(), rate, period_, next);
   period_ = next;
 }
 
 Result<SamplerStats> PmuSampler::stats() const {
-  if (!bpf_) return fail(fmt::format("{}: not started", name_));
+  if (!bpf_) return fail(fmt::format("{}: not started", name()));
   return bpf_->maps.stats();
 }
 

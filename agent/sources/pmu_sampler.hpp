@@ -28,9 +28,8 @@ enum class PmuEventChoice : std::uint8_t {
 
 struct PmuOptions {
   PmuEventChoice events = PmuEventChoice::kHardware;
-  // Events per sample; 0 picks the event's default (PEBS 1009, IBS 65536,
-  // page-faults 1).
-  std::uint64_t sample_period = 0;
+  // Events per sample (the config's sources.sample_period).
+  std::uint64_t sample_period = 1000;
   bool adaptive = true;
   // Sample budget across all CPUs, checked at each collect(): above it the
   // period grows at once to what meets the budget at the rate just seen;
@@ -48,10 +47,13 @@ using BpfLinkPtr = std::unique_ptr<bpf_link, LinkDeleter>;
 
 class PmuSampler final : public HotnessSource {
  public:
-  PmuSampler(HostPaths paths, PmuOptions opts, std::string name);
+  PmuSampler(HostPaths paths, PmuOptions opts);
   ~PmuSampler() override;
 
-  [[nodiscard]] std::string_view name() const override { return name_; }
+  // kPmu for the hardware events, kPmuSoft for the software one.
+  [[nodiscard]] SourceKind kind() const override {
+    return opts_.events == PmuEventChoice::kSoftware ? SourceKind::kPmuSoft : SourceKind::kPmu;
+  }
   [[nodiscard]] Availability probe() const override;
   Result<void> start() override;
   Result<void> set_targets(std::span<const Pid> pids) override;
@@ -71,7 +73,6 @@ class PmuSampler final : public HotnessSource {
   struct Bpf;
   HostPaths paths_;
   PmuOptions opts_;
-  std::string name_;
   std::unique_ptr<Bpf> bpf_;
   std::optional<PmuEventSpec> event_;
   std::uint64_t initial_period_ = 1;

@@ -1,7 +1,9 @@
 #pragma once
 // Process lifecycle from bpf/procs.bpf.c: exec, new processes and process
-// exit as they happen, so the daemon adds an inference server the moment it
-// starts and forgets it (and its map entries) when it ends.
+// exit as they happen. kvtierd does not run it yet: its loop finds targets by
+// reading /proc at every step (issue 14 wires the watcher in, so an inference
+// server is added the moment it starts and forgotten when it ends).
+// `kvtierctl sources` probes it; tests/privileged/sources_test.cpp runs it.
 
 #include <memory>
 #include <vector>

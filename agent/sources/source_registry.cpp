@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "policy/config.hpp"
+
 namespace kvtier::agent {
 
-const SourceFactory* SourceRegistry::find(std::string_view name) const {
+const SourceFactory* SourceRegistry::find(SourceKind kind) const {
   for (const auto& f : factories_) {
-    if (f.name == name) return &f;
+    if (f.kind == kind) return &f;
   }
   return nullptr;
 }
@@ -14,80 +16,82 @@ const SourceFactory* SourceRegistry::find(std::string_view name) const {
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                               const SourceOptions& opts) {
   reg.add(SourceFactory{
-      .name = "pmu",
+      .kind = SourceKind::kPmu,
       .summary = "PMU samples with data addresses (Intel PEBS load latency, AMD IBS op) via BPF",
-      .make = [paths, o = opts.pmu] { return std::make_unique<PmuSampler>(paths, o, "pmu"); }});
+      .make = [paths, o = opts.pmu] { return std::make_unique<PmuSampler>(paths, o); }});
   reg.add(SourceFactory{
-      .name = "damon",
+      .kind = SourceKind::kDamon,
       .summary = "DAMON vaddr region access counts via the damon_aggregated tracepoint",
       .make = [paths, o = opts.damon] { return std::make_unique<DamonSource>(paths, o); }});
   reg.add(SourceFactory{
-      .name = "faults",
+      .kind = SourceKind::kFault,
       .summary = "user page faults incl. NUMA hint faults via the page_fault_user tracepoint",
       .make = [paths, o = opts.faults] { return std::make_unique<FaultSampler>(paths, o); }});
-  reg.add(SourceFactory{.name = "pmu-soft",
-                        .summary = "the PMU sampler on the software page-faults perf event",
-                        .make = [paths, o = opts.pmu_soft] {
-                          return std::make_unique<PmuSampler>(paths, o, "pmu-soft");
-                        }});
   reg.add(SourceFactory{
-      .name = "idle",
+      .kind = SourceKind::kPmuSoft,
+      .summary = "the PMU sampler on the software page-faults perf event",
+      .make = [paths, o = opts.pmu_soft] { return std::make_unique<PmuSampler>(paths, o); }});
+  reg.add(SourceFactory{
+      .kind = SourceKind::kIdlePage,
       .summary = "idle page tracking: page_idle bitmap and /proc/PID/pagemap scans",
       .make = [paths, o = opts.idle] { return std::make_unique<IdlePageSource>(paths, o); }});
-}
-
-std::vector<std::string> default_source_order() {
-  return {"pmu", "damon", "faults", "pmu-soft", "idle"};
 }
 
 std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {
   std::vector<SourceReport> out;
   for (const auto& f : reg.all()) {
     auto src = f.make();
-    out.push_back(SourceReport{.name = f.name, .summary = f.summary, .availability = src->probe()});
+    out.push_back(SourceReport{.kind = f.kind, .summary = f.summary, .availability = src->probe()});
   }
   return out;
 }
 
-Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const std::string> prefer,
-                                   std::string_view force) {
-  SourceChoice choice;
-  if (!force.empty()) {
-    const SourceFactory* f = reg.find(force);
-    if (f == nullptr) {
-      std::string names;
-      for (const auto& g : reg.all()) names += (names.empty() ? "" : ", ") + g.name;
-      return fail(fmt::format("hotness source '{}' (forced by config) is unknown; known: {}", force,
-                              names));
-    }
-    auto src = f->make();
-    Availability a = src->probe();
-    choice.reports.push_back(
-        SourceReport{.name = f->name, .summary = f->summary, .availability = a});
-    if (!a.ok) {
-      return fail(
-          fmt::format("hotness source '{}' (forced by config) cannot run here: {}", force, a.why));
-    }
-    choice.reason = fmt::format("{} (forced by config): {}", f->name, a.why);
-    choice.source = std::move(src);
-    return choice;
+namespace {
+
+Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
+  const std::string_view name = policy::source_name(force);
+  const SourceFactory* f = reg.find(force);
+  if (f == nullptr) {
+    return fail(fmt::format("hotness source '{}' (forced by config) is not registered", name));
   }
-  const std::vector<std::string> defaults = default_source_order();
-  const std::span<const std::string> order = prefer.empty() ? std::span(defaults) : prefer;
+  SourceChoice choice;
+  auto src = f->make();
+  const Availability a = src->probe();
+  choice.reports.push_back(SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
+  if (!a.ok) {
+    return fail(
+        fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why));
+  }
+  choice.reason = fmt::format("{} (forced by config): {}", name, a.why);
+  choice.source = std::move(src);
+  return choice;
+}
+
+}  // namespace
+
+Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
+                                   std::optional<SourceKind> force) {
+  if (force) return forced(reg, *force);
+  const std::vector<SourceKind> defaults = policy::SourcesConfig{}.prefer;
+  const std::span<const SourceKind> order = prefer.empty() ? std::span(defaults) : prefer;
+  SourceChoice choice;
   std::string skipped;
-  for (const auto& name : order) {
-    const SourceFactory* f = reg.find(name);
-    if (f == nullptr)
-      return fail(fmt::format("hotness source '{}' in the preference list is unknown", name));
+  for (const SourceKind kind : order) {
+    const std::string_view name = policy::source_name(kind);
+    const SourceFactory* f = reg.find(kind);
+    if (f == nullptr) {
+      return fail(
+          fmt::format("hotness source '{}' in the preference list is not registered", name));
+    }
     auto src = f->make();
-    Availability a = src->probe();
+    const Availability a = src->probe();
     choice.reports.push_back(
-        SourceReport{.name = f->name, .summary = f->summary, .availability = a});
+        SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
     if (!a.ok) {
-      skipped += fmt::format("; not {}: {}", f->name, a.why);
+      skipped += fmt::format("; not {}: {}", name, a.why);
       continue;
     }
-    choice.reason = fmt::format("{}: {}{}", f->name, a.why, skipped);
+    choice.reason = fmt::format("{}: {}{}", name, a.why, skipped);
     choice.source = std::move(src);
     return choice;
   }

@@ -5,9 +5,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "agent/host/host_paths.hpp"
@@ -16,11 +16,12 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 
 struct SourceFactory {
-  std::string name;
+  SourceKind kind = SourceKind::kPmu;
   std::string summary;  // what it measures, for `kvtierctl sources`
   std::function<std::unique_ptr<HotnessSource>()> make;
 };
@@ -29,7 +30,7 @@ class SourceRegistry {
  public:
   void add(SourceFactory f) { factories_.push_back(std::move(f)); }
   [[nodiscard]] const std::vector<SourceFactory>& all() const { return factories_; }
-  [[nodiscard]] const SourceFactory* find(std::string_view name) const;
+  [[nodiscard]] const SourceFactory* find(SourceKind kind) const;
 
  private:
   std::vector<SourceFactory> factories_;
@@ -47,14 +48,8 @@ struct SourceOptions {
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                               const SourceOptions& opts);
 
-// Best first: per-access hardware samples, then DAMON (sees cold regions
-// too), then faults (hint faults with NUMA balancing), then the software
-// page-faults event (same information as faults at a higher cost), then
-// idle-page scans (a page-table walk per scan).
-std::vector<std::string> default_source_order();
-
 struct SourceReport {
-  std::string name;
+  SourceKind kind = SourceKind::kPmu;
   std::string summary;
   Availability availability;
 };
@@ -68,9 +63,10 @@ struct SourceChoice {
   std::vector<SourceReport> reports;  // every source probed on the way
 };
 
-// `force` non-empty: that source or an error saying why not. Else the first
-// available one in `prefer` (default_source_order() when empty).
-Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const std::string> prefer,
-                                   std::string_view force);
+// `force`: that source or an error saying why not. Else the first available
+// one in `prefer` (the config's default order, policy::SourcesConfig, when
+// empty).
+Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
+                                   std::optional<SourceKind> force);
 
 }  // namespace kvtier::agent

@@ -89,18 +89,16 @@ void expect_exactly_touched(agent::HotnessSource& src, SourceKind kind) {
 
 TEST(PmuSampler, SoftwarePageFaultsReportExactlyTheTouchedPages) {
   REQUIRE_ROOT();
-  agent::PmuSampler s(
-      HostPaths{},
-      agent::PmuOptions{
-          .events = agent::PmuEventChoice::kSoftware, .sample_period = 1, .adaptive = false},
-      "pmu-soft");
+  agent::PmuSampler s(HostPaths{}, agent::PmuOptions{.events = agent::PmuEventChoice::kSoftware,
+                                                     .sample_period = 1,
+                                                     .adaptive = false});
   const auto a = s.probe();
   ASSERT_TRUE(a.ok) << a.why;
   auto ok = s.start();
   ASSERT_TRUE(ok) << ok.error().message;
   ASSERT_TRUE(s.event().has_value());
   EXPECT_EQ(s.event()->kind, agent::PmuEventKind::kSoftwarePageFaults);
-  expect_exactly_touched(s, SourceKind::kPmu);
+  expect_exactly_touched(s, SourceKind::kPmuSoft);
   auto st = s.stats();
   ASSERT_TRUE(st);
   EXPECT_GE(st->matched, 500U);

@@ -150,6 +150,19 @@ exclude = ["0x1000-0x3000"]
   EXPECT_EQ(cfg->line_of("group[0].policy.dram_limit"), 47);
 }
 
+TEST(Config, EverySourceTheRegistryKnowsCanBeNamed) {
+  auto cfg = parse_config(
+      "[sources]\nprefer = [\"pmu-soft\", \"idle\", \"faults\", \"damon\", \"pmu\"]\n"
+      "force = \"pmu-soft\"\n" +
+          kGroup,
+      "test.toml");
+  ASSERT_TRUE(cfg) << cfg.error().front().to_string();
+  EXPECT_EQ(cfg->sources.prefer,
+            (std::vector{SourceKind::kPmuSoft, SourceKind::kIdlePage, SourceKind::kFault,
+                         SourceKind::kDamon, SourceKind::kPmu}));
+  EXPECT_EQ(cfg->sources.force, SourceKind::kPmuSoft);
+}
+
 TEST(Config, SyntaxErrorHasItsLine) {
   auto p = only_problem("[limits]\nmin_free = \n");
   EXPECT_EQ(p.line, 2);

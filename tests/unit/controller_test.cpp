@@ -132,9 +132,8 @@ class RecordingMover final : public Mover {
 class ScriptedSource final : public HotnessSource {
  public:
   using Script = std::function<void(TimeNs, const std::vector<Pid>&, SourceBatch&)>;
-  ScriptedSource(std::string name, Script script)
-      : name_(std::move(name)), script_(std::move(script)) {}
-  [[nodiscard]] std::string_view name() const override { return name_; }
+  ScriptedSource(SourceKind kind, Script script) : kind_(kind), script_(std::move(script)) {}
+  [[nodiscard]] SourceKind kind() const override { return kind_; }
   [[nodiscard]] Availability probe() const override { return {.ok = true, .why = "scripted"}; }
   Result<void> start() override {
     ++starts;
@@ -157,7 +156,7 @@ class ScriptedSource final : public HotnessSource {
   int target_updates = 0;
 
  private:
-  std::string name_;
+  SourceKind kind_;
   Script script_;
 };
 
@@ -215,12 +214,12 @@ struct Loop {
   std::unique_ptr<Controller> ctl;
 
   explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
-                std::string source_name = "faults", std::string_view config = kConfig) {
+                SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig) {
     mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
     mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
     ControllerDeps deps{.paths = host.paths(), .query = mem.query_fn(), .self = 1};
     if (with_source) {
-      auto s = std::make_unique<ScriptedSource>(std::move(source_name), std::move(script));
+      auto s = std::make_unique<ScriptedSource>(source_kind, std::move(script));
       source = s.get();
       deps.source = std::move(s);
       deps.source_reason = "scripted";
@@ -462,9 +461,9 @@ TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
       out.samples.push_back(AccessSample{.pid = pid, .addr = 0x7ffd1c000000, .time = now});
     }
   };
-  for (const char* name : {"damon", "faults"}) {
-    SCOPED_TRACE(name);
-    Loop loop(regions, true, name);
+  for (const SourceKind kind : {SourceKind::kDamon, SourceKind::kFault}) {
+    SCOPED_TRACE(policy::source_name(kind));
+    Loop loop(regions, true, kind);
     loop.steps_until(kT0 + 10 * kSec);
     const auto t = loop.ctl->targets_json(kT0 + 10 * kSec)[0];
     EXPECT_EQ(t["tracked_bytes"], 4 * kMiB) << t.dump();

@@ -2,6 +2,7 @@
 
 #include "agent/sources/source_registry.hpp"
 #include "fixture.hpp"
+#include "policy/config.hpp"
 
 namespace kvtier {
 namespace {
@@ -13,8 +14,8 @@ using agent::SourceRegistry;
 // Logic-only stand-in: the registry's choice depends on probe() alone.
 class FixedSource final : public agent::HotnessSource {
  public:
-  FixedSource(std::string name, Availability a) : name_(std::move(name)), a_(std::move(a)) {}
-  [[nodiscard]] std::string_view name() const override { return name_; }
+  FixedSource(SourceKind kind, Availability a) : kind_(kind), a_(std::move(a)) {}
+  [[nodiscard]] SourceKind kind() const override { return kind_; }
   [[nodiscard]] Availability probe() const override { return a_; }
   Result<void> start() override { return {}; }
   Result<void> set_targets(std::span<const Pid> /*pids*/) override { return {}; }
@@ -22,28 +23,29 @@ class FixedSource final : public agent::HotnessSource {
   void stop() override {}
 
  private:
-  std::string name_;
+  SourceKind kind_;
   Availability a_;
 };
 
 SourceRegistry registry() {
   SourceRegistry r;
-  auto add = [&r](std::string name, bool ok, std::string why) {
-    r.add(SourceFactory{.name = name, .summary = "test", .make = [name, ok, why] {
-                          return std::make_unique<FixedSource>(name, Availability{ok, why});
+  auto add = [&r](SourceKind kind, bool ok, std::string why) {
+    r.add(SourceFactory{.kind = kind, .summary = "test", .make = [kind, ok, why] {
+                          return std::make_unique<FixedSource>(kind, Availability{ok, why});
                         }});
   };
-  add("pmu", false, "no PMU event: none");
-  add("damon", false, "no DAMON vaddr: paddr only");
-  add("faults", true, "ok: faults");
-  add("pmu-soft", true, "ok: page-faults");
+  add(SourceKind::kPmu, false, "no PMU event: none");
+  add(SourceKind::kDamon, false, "no DAMON vaddr: paddr only");
+  add(SourceKind::kFault, true, "ok: faults");
+  add(SourceKind::kPmuSoft, true, "ok: page-faults");
   return r;
 }
 
 TEST(SourceRegistry, PicksTheFirstAvailableAndSaysWhyNotTheOthers) {
   const auto reg = registry();
-  auto c = agent::select_source(reg, {}, "");
+  auto c = agent::select_source(reg, {}, std::nullopt);
   ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->source->kind(), SourceKind::kFault);
   EXPECT_EQ(c->source->name(), "faults");
   EXPECT_EQ(
       c->reason,
@@ -53,38 +55,39 @@ TEST(SourceRegistry, PicksTheFirstAvailableAndSaysWhyNotTheOthers) {
 
 TEST(SourceRegistry, PreferenceOrderFromConfig) {
   const auto reg = registry();
-  const std::vector<std::string> prefer = {"pmu-soft", "faults"};
-  auto c = agent::select_source(reg, prefer, "");
+  const std::vector<SourceKind> prefer = {SourceKind::kPmuSoft, SourceKind::kFault};
+  auto c = agent::select_source(reg, prefer, std::nullopt);
   ASSERT_TRUE(c);
   EXPECT_EQ(c->source->name(), "pmu-soft");
-  const std::vector<std::string> unknown = {"ebpf-magic"};
-  auto bad = agent::select_source(reg, unknown, "");
+  const std::vector<SourceKind> unregistered = {SourceKind::kIdlePage};
+  auto bad = agent::select_source(reg, unregistered, std::nullopt);
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("'ebpf-magic'"), std::string::npos);
+  EXPECT_EQ(bad.error().message, "hotness source 'idle' in the preference list is not registered");
 }
 
 TEST(SourceRegistry, ForcedSourceMustBeAvailable) {
   const auto reg = registry();
-  auto forced = agent::select_source(reg, {}, "pmu-soft");
+  auto forced = agent::select_source(reg, {}, SourceKind::kPmuSoft);
   ASSERT_TRUE(forced);
   EXPECT_EQ(forced->source->name(), "pmu-soft");
   EXPECT_NE(forced->reason.find("forced by config"), std::string::npos);
-  auto no = agent::select_source(reg, {}, "damon");
+  auto no = agent::select_source(reg, {}, SourceKind::kDamon);
   ASSERT_FALSE(no);
   EXPECT_EQ(
       no.error().message,
       "hotness source 'damon' (forced by config) cannot run here: no DAMON vaddr: paddr only");
-  auto unknown = agent::select_source(reg, {}, "nope");
+  auto unknown = agent::select_source(reg, {}, SourceKind::kIdlePage);
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("known: pmu, damon, faults, pmu-soft"), std::string::npos);
+  EXPECT_EQ(unknown.error().message, "hotness source 'idle' (forced by config) is not registered");
 }
 
 TEST(SourceRegistry, NothingAvailable) {
   SourceRegistry r;
-  r.add(SourceFactory{.name = "pmu", .summary = "", .make = [] {
-                        return std::make_unique<FixedSource>("pmu", Availability{false, "no"});
-                      }});
-  auto c = agent::select_source(r, std::vector<std::string>{"pmu"}, "");
+  r.add(SourceFactory{
+      .kind = SourceKind::kPmu, .summary = "", .make = [] {
+        return std::make_unique<FixedSource>(SourceKind::kPmu, Availability{false, "no"});
+      }});
+  auto c = agent::select_source(r, std::vector<SourceKind>{SourceKind::kPmu}, std::nullopt);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message, "no hotness source can run here; not pmu: no");
 }
@@ -96,12 +99,24 @@ TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
   const auto reports = agent::probe_sources(reg);
   ASSERT_EQ(reports.size(), 5U);
   for (const auto& r : reports) {
-    EXPECT_FALSE(r.availability.ok) << r.name;
-    const char* want = r.name == "idle" ? "CONFIG_IDLE_PAGE_TRACKING" : "no BTF";
+    EXPECT_FALSE(r.availability.ok) << policy::source_name(r.kind);
+    const char* want = r.kind == SourceKind::kIdlePage ? "CONFIG_IDLE_PAGE_TRACKING" : "no BTF";
     EXPECT_NE(r.availability.why.find(want), std::string::npos) << r.availability.why;
   }
-  EXPECT_EQ(agent::default_source_order(),
-            (std::vector<std::string>{"pmu", "damon", "faults", "pmu-soft", "idle"}));
+}
+
+TEST(SourceRegistry, EveryKindIsRegisteredAndNamedByTheConfig) {
+  testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
+  SourceRegistry reg;
+  agent::register_builtin_sources(reg, t.paths(), agent::SourceOptions{});
+  for (const SourceKind kind : {SourceKind::kPmu, SourceKind::kPmuSoft, SourceKind::kFault,
+                                SourceKind::kDamon, SourceKind::kIdlePage}) {
+    const auto* f = reg.find(kind);
+    ASSERT_NE(f, nullptr) << policy::source_name(kind);
+    EXPECT_EQ(f->make()->kind(), kind);
+    EXPECT_EQ(policy::source_kind(policy::source_name(kind)), kind);
+  }
+  EXPECT_FALSE(policy::source_kind("ebpf-magic"));
 }
 
 }  // namespace

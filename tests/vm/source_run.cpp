@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
     src = std::move(f);
   } else if (which == "pmu-soft") {
     src = std::make_unique<agent::PmuSampler>(
-        paths, agent::PmuOptions{.events = agent::PmuEventChoice::kSoftware, .sample_period = 1},
-        "pmu-soft");
+        paths, agent::PmuOptions{.events = agent::PmuEventChoice::kSoftware, .sample_period = 1});
   } else {
     std::cerr << "kvtier_source_run: unknown source " << which << '\n';
     return 2;
