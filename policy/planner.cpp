@@ -6,6 +6,9 @@
 #include <bit>
 #include <limits>
 #include <tuple>
+#include <utility>
+
+#include "policy/rules.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -99,31 +102,25 @@ struct Chosen {
 struct GroupWork {
   std::size_t index = 0;
   const GroupConfig* cfg = nullptr;
+  GroupRules rules;
   std::uint64_t dram_use = 0;
   Smallest cold;
   Smallest warm;
   Smallest hot;
-  bool watermark = false;
-  GroupWork(std::size_t i, const GroupConfig* c, std::size_t k)
-      : index(i), cfg(c), cold(k), warm(k), hot(k) {}
+  GroupWork(std::size_t i, const GroupConfig* c, GroupRules r, std::size_t k)
+      : index(i), cfg(c), rules(std::move(r)), cold(k), warm(k), hot(k) {}
 };
 
 class Planner {
  public:
-  explicit Planner(const Snapshot& s) : s_(s), topo_(*s.topology), budget_(s.budget_bytes) {
-    int max_id = 0;
-    for (const auto& n : topo_.nodes) max_id = std::max(max_id, n.id);
-    nodes_.resize(static_cast<std::size_t>(max_id) + 1);
+  explicit Planner(const Snapshot& s)
+      : s_(s), topo_(*s.topology), facts_(topo_), budget_(s.budget_bytes) {
+    nodes_.resize(facts_.size());
     for (const auto& n : topo_.nodes) {
       Node& st = nodes_[static_cast<std::size_t>(n.id)];
       st.present = true;
       st.total = n.mem_total_bytes;
       st.free = n.mem_free_bytes;
-      st.cpu = n.has_cpus();
-      st.demote_to = preferred_demotion_target(topo_, n.id).value_or(-1);
-    }
-    for (const auto& role : classify_nodes(topo_)) {
-      if (role.demotion_target) node(role.node)->slow = true;
     }
   }
 
@@ -131,7 +128,9 @@ class Planner {
     const std::size_t k = static_cast<std::size_t>(
         std::min<std::uint64_t>(budget_ / kPageSize + 1, std::uint64_t{1} << 26));
     groups_.reserve(s_.groups.size());
-    for (std::size_t i = 0; i < s_.groups.size(); ++i) groups_.emplace_back(i, &s_.groups[i], k);
+    for (std::size_t i = 0; i < s_.groups.size(); ++i) {
+      groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now), k);
+    }
     for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
 
     // Low priority gives DRAM up first and gets it back last; file order breaks ties.
@@ -161,9 +160,6 @@ class Planner {
  private:
   struct Node {
     bool present = false;
-    bool cpu = false;
-    bool slow = false;
-    int demote_to = -1;
     std::uint64_t total = 0;
     std::uint64_t free = 0;
     bool full = false;  // a demotion to it did not fit: later ones would not either
@@ -173,20 +169,6 @@ class Planner {
     if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size()) return nullptr;
     Node* n = &nodes_[static_cast<std::size_t>(id)];
     return n->present ? n : nullptr;
-  }
-
-  [[nodiscard]] bool is_slow(const GroupWork& g, int id) {
-    const Node* n = node(id);
-    return n->slow || (g.cfg->demotion_node && *g.cfg->demotion_node == id);
-  }
-
-  int demotion_dest(const GroupWork& g, int from) {
-    if (g.cfg->demotion_node) {
-      return node(*g.cfg->demotion_node) != nullptr && *g.cfg->demotion_node != from
-                 ? *g.cfg->demotion_node
-                 : -1;
-    }
-    return node(from)->demote_to;
   }
 
   int promotion_dest(const TargetView& t, int from) {
@@ -206,70 +188,36 @@ class Planner {
     return best;
   }
 
-  void scan(std::uint32_t t) {
+  // Sorts every unit of target t by the rule that applies to it: demotion and
+  // promotion candidates are kept (the k best of each), the rest stays.
+  // Kept out of run(): inlined there, the per-unit loop spills its values to
+  // the stack (plan_bench: about 12% slower).
+  [[gnu::noinline]] void scan(std::uint32_t t) {
     const TargetView& tv = s_.targets[t];
     if (tv.heat == nullptr || tv.group >= groups_.size()) return;
     GroupWork& g = groups_[tv.group];
-    const GroupPolicy& pol = g.cfg->policy;
-    g.watermark = pol.dram_limit.has_value() || pol.keep_free.has_value();
-    const std::uint32_t now_tick = to_tick(s_.now);
-    const auto demote_heat = static_cast<float>(pol.demote_heat);
-    const auto promote_heat = static_cast<float>(pol.promote_heat);
-    const bool cold_on = pol.cold_age.has_value();
-    const std::uint32_t cold_ticks =
-        cold_on ? static_cast<std::uint32_t>((*pol.cold_age + kTickNs - 1) / kTickNs) : 0;
-    const std::uint32_t residence_ticks =
-        static_cast<std::uint32_t>((pol.min_residence + kTickNs - 1) / kTickNs);
-    std::vector<AddrRange> exclude = pol.exclude;
-    std::ranges::sort(exclude, {}, &AddrRange::start);
-
-    // Per node, once: is it slow for this group, and where would it demote to.
-    std::vector<std::int8_t> slow_of(nodes_.size(), 0);
-    std::vector<std::int8_t> demotable(nodes_.size(), 0);
-    for (std::size_t id = 0; id < nodes_.size(); ++id) {
-      if (!nodes_[id].present) continue;
-      slow_of[id] = is_slow(g, static_cast<int>(id)) ? 1 : 0;
-      demotable[id] = demotion_dest(g, static_cast<int>(id)) >= 0 ? 1 : 0;
-    }
-    std::vector<std::int8_t> present(nodes_.size(), 0);
-    for (std::size_t id = 0; id < nodes_.size(); ++id) present[id] = nodes_[id].present ? 1 : 0;
-    const std::size_t nnodes = nodes_.size();
+    const GroupRules& rules = g.rules;
+    const bool take_warm = rules.watermark();
     std::uint64_t dram_use = 0;
-
-    // Called for every page: inlined, with everything it reads in locals.
-    tv.heat->for_each_unit(
-        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
-          const auto id = static_cast<std::size_t>(u.node);
-          // Unknown residency (-1 wraps too): nothing to decide.
-          if (id >= nnodes || present[id] == 0) return;
-          const bool slow = slow_of[id] != 0;
-          if (!slow) dram_use += u.range.bytes();
-          if (u.last_moved != 0 && now_tick - std::min(now_tick, u.last_moved) < residence_ticks) {
-            return;
-          }
-          if (!exclude.empty()) {
-            auto it = std::ranges::upper_bound(exclude, u.range.start, {}, &AddrRange::start);
-            if (it != exclude.end() && it->start < u.range.end) return;
-            if (it != exclude.begin() && std::prev(it)->end > u.range.start) return;
-          }
-          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-          if (!slow) {
-            if (u.heat > demote_heat || demotable[id] == 0) return;
-            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
-                                      u.node, t, pages);
-            const bool cold =
-                cold_on && now_tick >= u.last_access && now_tick - u.last_access >= cold_ticks;
-            if (cold) {
-              g.cold.push(c);
-            } else if (g.watermark) {
-              g.warm.push(c);
-            }
-          } else if (pol.promote && u.heat >= promote_heat) {
-            g.hot.push(Cand::make(
-                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
-                u.range.start, u.node, t, pages));
-          }
-        });
+    // Called for every page: inlined.
+    tv.heat->for_each_unit(s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
+      const Rule rule = rules.classify(u);
+      if (rule == Rule::kUnknownNode) return;
+      const bool slow = rule == Rule::kHotOnSlow || rule == Rule::kStaysOnSlow ||
+                        ((rule == Rule::kRecentlyMoved || rule == Rule::kExcluded) &&
+                         rules.slow(u.node));
+      if (!slow) dram_use += u.range.bytes();
+      const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
+      if (rule == Rule::kCold || (rule == Rule::kWarm && take_warm)) {
+        const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start, u.node,
+                                  t, pages);
+        (rule == Rule::kCold ? g.cold : g.warm).push(c);
+      } else if (rule == Rule::kHotOnSlow) {
+        g.hot.push(Cand::make(
+            (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+            u.range.start, u.node, t, pages));
+      }
+    });
     g.dram_use += dram_use;
   }
 
@@ -322,7 +270,7 @@ class Planner {
   }
 
   void watermark(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& cold_taken) {
-    if (!g.watermark) return;
+    if (!g.rules.watermark()) return;
     const GroupPolicy& pol = g.cfg->policy;
     std::uint64_t over =
         pol.dram_limit && g.dram_use > *pol.dram_limit ? g.dram_use - *pol.dram_limit : 0;
@@ -341,7 +289,7 @@ class Planner {
       const std::uint64_t short_here = short_of(c.node());
       if (over == 0 && short_here == 0) continue;
       const Why why = over > 0 ? Why::kDramLimit : Why::kKeepFree;
-      if (!take(c, demotion_dest(g, c.node()), why, true)) {
+      if (!take(c, g.rules.demotion_dest(c.node()), why, true)) {
         if (budget_out_) break;
         continue;
       }
@@ -393,7 +341,7 @@ class Planner {
 
   void cold_age(GroupWork& g, const std::vector<Cand>& cold, const std::vector<bool>& taken) {
     for (std::size_t i = 0; i < cold.size() && !budget_out_; ++i) {
-      if (!taken[i]) take(cold[i], demotion_dest(g, cold[i].node()), Why::kColdAge, true);
+      if (!taken[i]) take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
     }
   }
 
@@ -478,6 +426,7 @@ class Planner {
 
   const Snapshot& s_;
   const Topology& topo_;
+  NodeFacts facts_;
   std::uint64_t budget_;
   bool budget_out_ = false;
   std::vector<Node> nodes_;

@@ -1,8 +1,9 @@
 #pragma once
 // The planner: plan(Snapshot) -> Plan, a pure and deterministic function.
 //
-// Per target group, three rules, applied in this order against one shared
-// migration budget:
+// Which units are candidates at all is policy/rules.hpp's classify() (the same
+// verdict `kvtierctl explain` words). Per target group, three passes over the
+// candidates, in this order, against one shared migration budget:
 //   1. DRAM watermark: while the group's DRAM use is above dram_limit, or a DRAM
 //      node has less than keep_free free, demote the group's coldest ranges
 //      (lowest priority group first).
@@ -14,10 +15,13 @@
 // Nothing hotter than demote_heat is demoted and promote_heat > demote_heat
 // (the config enforces it), so nothing ping-pongs; nothing moved less than
 // min_residence ago moves; excluded ranges and ranges on unknown nodes never
-// move; a huge page moves as one 2 MiB unit. Demotions stop at the demotion
-// node's fill limit (limits.cxl_fill_max) and every destination keeps
-// limits.min_free. When a range does not fit in the remaining budget, planning
-// stops there (coldest-/hottest-first order is never broken to fill the gap).
+// move; a huge page the heat table knows (HeatTable::set_huge, fed by the
+// daemon's residency reader) moves as one 2 MiB unit or not at all. Demotions
+// stop at the demotion node's fill limit (limits.cxl_fill_max) and every
+// destination keeps limits.min_free. When a unit does not fit in the remaining
+// budget, planning stops there (coldest-/hottest-first order is never broken
+// to fill the gap), except that a region larger than a huge page moves a
+// piece of whole 2 MiB steps that fits, and planning stops after it.
 
 #include <cstdint>
 #include <optional>

@@ -12,6 +12,7 @@
 #include "agent/host/procfs.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "policy/planner.hpp"
+#include "policy/rules.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent {
@@ -452,58 +453,11 @@ Result<json> Controller::explain(Pid pid, TimeNs now) const {
   }
   const Target& t = it->second;
   const auto& group = config_.config.groups[t.group];
-  const auto& pol = group.policy;
-  std::set<int> slow;
-  for (const auto& role : policy::classify_nodes(topology_)) {
-    if (role.demotion_target) slow.insert(role.node);
-  }
-  auto planned = [&](const AddrRange& r) -> const PlannedMove* {
-    for (const auto& m : t.last_moves) {
-      if (m.range.start <= r.start && r.end <= m.range.end) return &m;
-    }
-    return nullptr;
-  };
-  auto verdict = [&](const policy::HeatUnit& u) -> std::string {
-    if (const auto* m = planned(u.range))
-      return fmt::format("moving to node {}: {}", m->to_node, m->why);
-    for (const auto& ex : pol.exclude) {
-      if (ex.start < u.range.end && u.range.start < ex.end)
-        return "excluded by the config: never moved";
-    }
-    if (u.node < 0) return "not resident (never touched, or swapped out): nothing to move";
-    const TimeNs idle =
-        now > policy::from_tick(u.last_access) ? now - policy::from_tick(u.last_access) : 0;
-    const bool recently_moved =
-        u.last_moved != 0 && now < policy::from_tick(u.last_moved) + pol.min_residence;
-    if (slow.contains(u.node)) {
-      if (pol.promote && u.heat >= pol.promote_heat) {
-        return recently_moved
-                   ? fmt::format(
-                         "hot ({:.2f}/s >= promote_heat {:.2f}/s) but moved "
-                         "less than min_residence {} ago",
-                         u.heat, pol.promote_heat, policy::format_duration(pol.min_residence))
-                   : "hot: waiting for migration budget or DRAM room (see plan notes)";
-      }
-      return fmt::format("cold on the slow node: heat {:.2f}/s < promote_heat {:.2f}/s", u.heat,
-                         pol.promote_heat);
-    }
-    if (u.heat > pol.demote_heat) {
-      return fmt::format("hot: heat {:.2f}/s > demote_heat {:.2f}/s", u.heat, pol.demote_heat);
-    }
-    if (pol.cold_age && idle < *pol.cold_age) {
-      return fmt::format("warm: idle {} < cold_age {}", policy::format_duration(idle),
-                         policy::format_duration(*pol.cold_age));
-    }
-    if (recently_moved) {
-      return fmt::format("moved less than min_residence {} ago",
-                         policy::format_duration(pol.min_residence));
-    }
-    return "cold: eligible for demotion, waiting for budget or the fill limit (see plan notes)";
-  };
+  const policy::GroupRules rules(group, policy::NodeFacts(topology_), now);
   json runs = json::array();
   json cur;
   t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    const std::string why = verdict(u);
+    const std::string why = policy::explain_unit(rules, u, t.last_moves).why;
     if (!cur.is_null() && cur["end"] == u.range.start && cur["node"] == u.node &&
         cur["why"] == why && runs.size() < 100000) {
       cur["end"] = u.range.end;

@@ -416,9 +416,15 @@ TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
   EXPECT_THAT(runs[2]["why"].get<std::string>(),
               StartsWith("moving to node 1: idle 10s >= cold_age 10s"));
 
-  // Later, the cold part sits on the slow node and says so.
+  // Then the cold part sits on the slow node: first held by min_residence
+  // (the planner's first rule), then because it is not hot enough to return.
   loop.steps_until(kT0 + 12 * kSec, kT0 + 11 * kSec);
   ex = loop.ctl->explain(kServer, kT0 + 12 * kSec);
+  ASSERT_TRUE(ex);
+  EXPECT_EQ((*ex)["ranges"].back()["node"], 1);
+  EXPECT_EQ((*ex)["ranges"].back()["why"], "moved less than min_residence 30s ago");
+  loop.steps_until(kT0 + 41 * kSec, kT0 + 13 * kSec);
+  ex = loop.ctl->explain(kServer, kT0 + 41 * kSec);
   ASSERT_TRUE(ex);
   const auto& last = (*ex)["ranges"].back();
   EXPECT_EQ(last["node"], 1);

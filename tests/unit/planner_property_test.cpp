@@ -9,6 +9,7 @@
 #include <random>
 
 #include "policy/planner.hpp"
+#include "policy/rules.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -211,10 +212,10 @@ void check(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t
   }
 }
 
-TEST(PlannerProperty, RandomSnapshotsKeepEveryPromise) {
-  std::size_t moves = 0;
-  std::size_t promotions = 0;
-  std::size_t watermark = 0;
+// Plans every seed's world over three rounds (each plan applied as a perfect
+// mover would, time advanced between rounds) and hands each plan to `visit`.
+template <class Visit>
+void for_each_plan(Visit&& visit) {
   for (std::uint64_t seed = 1; seed <= 1500; ++seed) {
     std::mt19937_64 rng(seed);
     World w = random_world(rng);
@@ -228,13 +229,9 @@ TEST(PlannerProperty, RandomSnapshotsKeepEveryPromise) {
           .now = now,
           .budget_bytes = std::uniform_int_distribution<std::uint64_t>(0, 2048)(rng) * kPageSize};
       const Plan p = plan(snap);
-      check(w, snap, p, seed);
+      visit(w, snap, p, seed);
       if (::testing::Test::HasFailure()) return;
-      // Apply it, as a perfect mover would, and let time pass.
       for (const auto& m : p.moves) {
-        moves++;
-        promotions += m.reason == MoveReason::kHotPromotion ? 1 : 0;
-        watermark += m.reason == MoveReason::kWatermark ? 1 : 0;
         for (std::size_t t = 0; t < w.targets.size(); ++t) {
           if (w.targets[t].pid == m.pid) w.tables[t]->mark_moved(m.range, m.to_node, now);
         }
@@ -246,10 +243,81 @@ TEST(PlannerProperty, RandomSnapshotsKeepEveryPromise) {
       now += std::uniform_int_distribution<TimeNs>(1, 60)(rng) * kSec;
     }
   }
+}
+
+TEST(PlannerProperty, RandomSnapshotsKeepEveryPromise) {
+  std::size_t moves = 0;
+  std::size_t promotions = 0;
+  std::size_t watermark = 0;
+  for_each_plan([&](const World& w, const Snapshot& snap, const Plan& p, std::uint64_t seed) {
+    check(w, snap, p, seed);
+    for (const auto& m : p.moves) {
+      moves++;
+      promotions += m.reason == MoveReason::kHotPromotion ? 1 : 0;
+      watermark += m.reason == MoveReason::kWatermark ? 1 : 0;
+    }
+  });
   // The generator must exercise every rule, or the properties prove little.
   EXPECT_GT(moves, 1000U);
   EXPECT_GT(promotions, 50U);
   EXPECT_GT(watermark, 50U);
+}
+
+// What `kvtierctl explain` says for a unit (policy::explain_unit) agrees with
+// the plan, unit by unit: a unit the plan moves is explained by that move and
+// the rule behind it; a unit it leaves is explained by a rule that keeps it,
+// or, for a candidate, by what held the plan back (a note says it).
+void check_explain(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t seed,
+                   std::map<Rule, std::size_t>& seen) {
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  const NodeFacts facts(*snap.topology);
+  for (const auto& tv : w.targets) {
+    const GroupRules rules(w.groups[tv.group], facts, snap.now);
+    std::vector<PlannedMove> mine;
+    for (const auto& m : plan.moves) {
+      if (m.pid == tv.pid) mine.push_back(m);
+    }
+    tv.heat->for_each_unit(snap.now, [&](const HeatUnit& u) {
+      const Verdict v = explain_unit(rules, u, mine);
+      ++seen[v.rule];
+      if (v.move == nullptr) {
+        EXPECT_FALSE(v.why.starts_with("moving")) << v.why;
+        if (v.rule == Rule::kCold || v.rule == Rule::kHotOnSlow) {
+          EXPECT_FALSE(plan.notes.empty()) << "a candidate stays and no note says why: " << v.why;
+        }
+        return;
+      }
+      EXPECT_TRUE(v.why.starts_with(fmt::format("moving to node {}: ", v.move->to_node))) << v.why;
+      switch (v.move->reason) {
+        case MoveReason::kColdAge:
+          EXPECT_EQ(v.rule, Rule::kCold) << v.why;
+          break;
+        case MoveReason::kWatermark:
+          EXPECT_TRUE(v.rule == Rule::kCold || (v.rule == Rule::kWarm && rules.watermark()))
+              << static_cast<int>(v.rule) << " " << v.why;
+          break;
+        case MoveReason::kHotPromotion:
+          EXPECT_EQ(v.rule, Rule::kHotOnSlow) << v.why;
+          break;
+        case MoveReason::kManual:
+          ADD_FAILURE() << "the planner never plans manual moves";
+          break;
+      }
+    });
+  }
+}
+
+TEST(PlannerProperty, ExplainAgreesWithThePlanUnitByUnit) {
+  std::map<Rule, std::size_t> seen;
+  for_each_plan([&](const World& w, const Snapshot& snap, const Plan& p, std::uint64_t seed) {
+    check_explain(w, snap, p, seed, seen);
+  });
+  // Every rule but kNowhereToDemote (each world has a demotion target; see
+  // rules_test.cpp) decided some units.
+  for (const Rule r : {Rule::kUnknownNode, Rule::kRecentlyMoved, Rule::kExcluded, Rule::kHotOnSlow,
+                       Rule::kStaysOnSlow, Rule::kHot, Rule::kWarm, Rule::kCold}) {
+    EXPECT_GT(seen[r], 100U) << "rule " << static_cast<int>(r);
+  }
 }
 
 }  // namespace

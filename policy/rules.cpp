@@ -1,0 +1,135 @@
+#include "policy/rules.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "policy/units.hpp"
+
+namespace kvtier::policy {
+
+NodeFacts::NodeFacts(const Topology& topo) {
+  int max_id = -1;
+  for (const auto& n : topo.nodes) max_id = std::max(max_id, n.id);
+  const auto size = static_cast<std::size_t>(max_id + 1);
+  present_.assign(size, 0);
+  slow_.assign(size, 0);
+  demote_to_.assign(size, -1);
+  for (const auto& n : topo.nodes) {
+    present_[index(n.id)] = 1;
+    demote_to_[index(n.id)] = preferred_demotion_target(topo, n.id).value_or(-1);
+  }
+  for (const auto& role : classify_nodes(topo)) {
+    if (role.demotion_target && in_range(role.node)) slow_[index(role.node)] = 1;
+  }
+}
+
+namespace {
+
+std::uint32_t ceil_ticks(TimeNs t) {
+  return static_cast<std::uint32_t>((t + kTickNs - 1) / kTickNs);
+}
+
+}  // namespace
+
+GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now)
+    : name_(group.name),
+      policy_(group.policy),
+      now_(now),
+      now_tick_(to_tick(now)),
+      residence_ticks_(ceil_ticks(group.policy.min_residence)),
+      demote_heat_(static_cast<float>(group.policy.demote_heat)),
+      promote_heat_(static_cast<float>(group.policy.promote_heat)),
+      cold_on_(group.policy.cold_age.has_value()),
+      promote_(group.policy.promote),
+      watermark_(group.policy.dram_limit.has_value() || group.policy.keep_free.has_value()),
+      exclude_(group.policy.exclude) {
+  if (cold_on_) cold_ticks_ = ceil_ticks(*group.policy.cold_age);
+  std::ranges::sort(exclude_, {}, &AddrRange::start);
+  const std::optional<int> own = group.demotion_node;
+  const std::size_t n = nodes.size();
+  present_.assign(n, 0);
+  slow_.assign(n, 0);
+  demote_to_.assign(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const int id = static_cast<int>(i);
+    if (!nodes.present(id)) continue;
+    present_[i] = 1;
+    slow_[i] = nodes.slow(id) || (own && *own == id) ? 1 : 0;
+    // The group's own demotion node, when it names one, else the node's nearest target.
+    if (own) {
+      demote_to_[i] = nodes.present(*own) && *own != id ? *own : -1;
+    } else {
+      demote_to_[i] = nodes.demote_to(id);
+    }
+  }
+}
+
+bool GroupRules::excluded(AddrRange r) const {
+  if (exclude_.empty()) return false;
+  auto it = std::ranges::upper_bound(exclude_, r.start, {}, &AddrRange::start);
+  if (it != exclude_.end() && it->start < r.end) return true;
+  return it != exclude_.begin() && std::prev(it)->end > r.start;
+}
+
+std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
+  const GroupPolicy& pol = policy_;
+  const TimeNs last = from_tick(u.last_access);
+  const TimeNs idle = now_ > last ? now_ - last : 0;
+  switch (rule) {
+    case Rule::kUnknownNode:
+      return u.node < 0 ? "not resident (never touched, or swapped out): nothing to move"
+                        : fmt::format("on node {}, which the topology does not list", u.node);
+    case Rule::kRecentlyMoved:
+      return fmt::format("moved less than min_residence {} ago",
+                         format_duration(pol.min_residence));
+    case Rule::kExcluded:
+      return "excluded by the config: never moved";
+    case Rule::kHotOnSlow:
+      return fmt::format(
+          "hot on the slow node (heat {:.2f}/s >= promote_heat {:.2f}/s): waiting for migration "
+          "budget or DRAM room (see plan notes)",
+          u.heat, pol.promote_heat);
+    case Rule::kStaysOnSlow:
+      return pol.promote ? fmt::format("cold on the slow node: heat {:.2f}/s < promote_heat {:.2f}/s",
+                                       u.heat, pol.promote_heat)
+                         : "on the slow node: promotion is off for this group";
+    case Rule::kHot:
+      return fmt::format("hot: heat {:.2f}/s > demote_heat {:.2f}/s", u.heat, pol.demote_heat);
+    case Rule::kNowhereToDemote:
+      return fmt::format(
+          "nowhere to demote: node {} has no demotion target and group '{}' names no "
+          "demotion_node",
+          u.node, name_);
+    case Rule::kWarm:
+      if (!pol.cold_age) {
+        return watermark_ ? "cold_age is off: demoted only while above dram_limit or keep_free"
+                          : "cold_age is off and no dram_limit or keep_free: never demoted";
+      }
+      return fmt::format("warm: idle {} < cold_age {}{}", format_duration(idle),
+                         format_duration(*pol.cold_age),
+                         watermark_ ? "; demoted only while above dram_limit or keep_free" : "");
+    case Rule::kCold:
+      return fmt::format(
+          "cold: eligible for demotion to node {}, waiting for budget or the fill limit (see "
+          "plan notes)",
+          demotion_dest(u.node));
+  }
+  return "?";
+}
+
+Verdict explain_unit(const GroupRules& rules, const HeatUnit& u,
+                     std::span<const PlannedMove> moves) {
+  Verdict v{.rule = rules.classify(u)};
+  for (const auto& m : moves) {
+    if (m.range.start < u.range.end && u.range.start < m.range.end) {
+      v.move = &m;
+      v.why = fmt::format("moving to node {}: {}", m.to_node, m.why);
+      return v;
+    }
+  }
+  v.why = rules.words(v.rule, u);
+  return v;
+}
+
+}  // namespace kvtier::policy

@@ -1,0 +1,128 @@
+#pragma once
+// The keep/move rules, in one place. For one unit of a target's memory (a
+// page, a huge page or a region, as HeatTable::for_each_unit shows it) in one
+// group, on one node, now: which rule applies. The planner decides with
+// classify() and then ranks the candidates against the budget and the limits;
+// `kvtierctl explain` words the same verdict with explain_unit(), so the two
+// never disagree (tests/unit/planner_property_test.cpp checks it unit by unit).
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::policy {
+
+// The rule that applies to a unit, in the order classify() tries them.
+enum class Rule : std::uint8_t {
+  kUnknownNode,      // not resident (never touched, swapped out) or on an unknown node
+  kRecentlyMoved,    // moved less than min_residence ago: stays
+  kExcluded,         // in a range the config excludes: never moved
+  kHotOnSlow,        // on a slow node, heat >= promote_heat: a promotion candidate
+  kStaysOnSlow,      // on a slow node, not hot enough to promote (or promotion off)
+  kHot,              // on a fast node, heat > demote_heat: stays
+  kNowhereToDemote,  // on a fast node that has no demotion node for this group
+  kWarm,             // on a fast node, idle < cold_age (or cold_age off): demoted only
+                     // under the DRAM watermark (dram_limit, keep_free)
+  kCold,             // on a fast node, idle >= cold_age, heat <= demote_heat: a demotion
+                     // candidate, coldest first
+};
+
+// What the rules need to know about the nodes: which exist, which are
+// demotion targets (slow), and where each demotes to by default.
+class NodeFacts {
+ public:
+  explicit NodeFacts(const Topology& topo);
+  [[nodiscard]] bool present(int id) const { return in_range(id) && present_[index(id)] != 0; }
+  [[nodiscard]] bool slow(int id) const { return in_range(id) && slow_[index(id)] != 0; }
+  // preferred_demotion_target(); -1: none.
+  [[nodiscard]] int demote_to(int id) const { return in_range(id) ? demote_to_[index(id)] : -1; }
+  [[nodiscard]] std::size_t size() const { return present_.size(); }
+
+ private:
+  [[nodiscard]] bool in_range(int id) const { return id >= 0 && index(id) < present_.size(); }
+  static std::size_t index(int id) { return static_cast<std::size_t>(id); }
+  std::vector<std::int8_t> present_;
+  std::vector<std::int8_t> slow_;
+  std::vector<int> demote_to_;
+};
+
+// One group's rules at one moment, with what every unit needs precomputed:
+// the planner calls classify() for every page.
+class GroupRules {
+ public:
+  GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now);
+
+  [[nodiscard, gnu::always_inline]] Rule classify(const HeatUnit& u) const {
+    const auto id = static_cast<std::size_t>(u.node);  // -1 wraps: unknown
+    if (id >= slow_.size() || present_[id] == 0) return Rule::kUnknownNode;
+    if (u.last_moved != 0 && now_tick_ - std::min(now_tick_, u.last_moved) < residence_ticks_) {
+      return Rule::kRecentlyMoved;
+    }
+    if (!exclude_.empty() && excluded(u.range)) return Rule::kExcluded;
+    if (slow_[id] != 0) {
+      return promote_ && u.heat >= promote_heat_ ? Rule::kHotOnSlow : Rule::kStaysOnSlow;
+    }
+    if (u.heat > demote_heat_) return Rule::kHot;
+    if (demote_to_[id] < 0) return Rule::kNowhereToDemote;
+    const bool cold =
+        cold_on_ && now_tick_ >= u.last_access && now_tick_ - u.last_access >= cold_ticks_;
+    return cold ? Rule::kCold : Rule::kWarm;
+  }
+
+  // For this group: a demotion target, or the group's own demotion_node.
+  [[nodiscard]] bool slow(int node) const {
+    return node >= 0 && static_cast<std::size_t>(node) < slow_.size() &&
+           slow_[static_cast<std::size_t>(node)] != 0;
+  }
+  // Where a unit on `from` is demoted to: the group's demotion_node, else the
+  // node's preferred demotion target; -1: nowhere.
+  [[nodiscard]] int demotion_dest(int from) const {
+    return from >= 0 && static_cast<std::size_t>(from) < demote_to_.size()
+               ? demote_to_[static_cast<std::size_t>(from)]
+               : -1;
+  }
+  // dram_limit or keep_free set: warm units may be demoted too.
+  [[nodiscard]] bool watermark() const { return watermark_; }
+
+  // The verdict in words (what explain shows for a unit no move covers).
+  [[nodiscard]] std::string words(Rule rule, const HeatUnit& u) const;
+
+ private:
+  [[nodiscard]] bool excluded(AddrRange r) const;
+
+  std::string name_;
+  GroupPolicy policy_;
+  TimeNs now_;
+  std::uint32_t now_tick_;
+  std::uint32_t cold_ticks_ = 0;
+  std::uint32_t residence_ticks_ = 0;
+  float demote_heat_;
+  float promote_heat_;
+  bool cold_on_;
+  bool promote_;
+  bool watermark_;
+  std::vector<AddrRange> exclude_;  // sorted by start
+  std::vector<std::int8_t> present_;
+  std::vector<std::int8_t> slow_;
+  std::vector<int> demote_to_;
+};
+
+struct Verdict {
+  Rule rule = Rule::kUnknownNode;
+  const PlannedMove* move = nullptr;  // the planned move that covers the unit, if any
+  std::string why;
+};
+
+// Why a unit of a target sits where it is: the planned move covering it
+// (`moves`: the plan's moves of that target), else the rule's words.
+Verdict explain_unit(const GroupRules& rules, const HeatUnit& u,
+                     std::span<const PlannedMove> moves);
+
+}  // namespace kvtier::policy

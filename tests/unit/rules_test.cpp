@@ -1,0 +1,158 @@
+// The keep/move rules (policy/rules.hpp): which rule applies to a unit, and
+// the words explain shows for it. The agreement of these verdicts with the
+// planner over random worlds is in planner_property_test.cpp.
+
+#include "policy/rules.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace kvtier::policy {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr TimeNs kSec = 1'000'000'000;
+constexpr TimeNs kNow = 1000 * kSec;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kBase = 0x7f0000000000;
+
+NumaNode cpu_node(int id) {
+  return NumaNode{.id = id,
+                  .cpus = {0},
+                  .mem_total_bytes = 16 * kGiB,
+                  .mem_free_bytes = 8 * kGiB,
+                  .distance = {{0, 10}, {1, 20}, {2, 20}},
+                  .memory_tier = 4};
+}
+
+// Node 0 DRAM with CPUs; node 1 CPU-less in a lower tier (a demotion target);
+// node 2 CPU-less in node 0's tier (memory, but not a demotion target).
+Topology three_nodes() {
+  Topology t;
+  t.nodes.push_back(cpu_node(0));
+  t.nodes.push_back(NumaNode{.id = 1,
+                             .mem_total_bytes = 16 * kGiB,
+                             .mem_free_bytes = 16 * kGiB,
+                             .distance = {{0, 20}, {1, 10}, {2, 20}},
+                             .memory_tier = 22});
+  t.nodes.push_back(NumaNode{.id = 2,
+                             .mem_total_bytes = 16 * kGiB,
+                             .mem_free_bytes = 16 * kGiB,
+                             .distance = {{0, 20}, {1, 20}, {2, 10}},
+                             .memory_tier = 4});
+  return t;
+}
+
+GroupConfig group() {
+  GroupConfig g{.name = "g", .select = {.pid = {1}}};
+  g.policy.cold_age = 30 * kSec;
+  g.policy.min_residence = 60 * kSec;
+  g.policy.promote_heat = 2.0;
+  g.policy.demote_heat = 0.5;
+  return g;
+}
+
+HeatUnit unit(int node, float heat, TimeNs idle, TimeNs moved_ago = 0) {
+  return HeatUnit{.range = {kBase, kBase + kPageSize},
+                  .heat = heat,
+                  .last_access = to_tick(kNow - idle),
+                  .last_moved = moved_ago == 0 ? 0U : to_tick(kNow - moved_ago),
+                  .node = node};
+}
+
+TEST(Rules, EachRuleInItsOrder) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  GroupConfig g = group();
+  g.policy.exclude = {{kBase + 4 * kPageSize, kBase + 8 * kPageSize}};
+  const GroupRules rules(g, facts, kNow);
+  EXPECT_EQ(rules.classify(unit(-1, 0, 100 * kSec)), Rule::kUnknownNode);
+  EXPECT_EQ(rules.classify(unit(7, 0, 100 * kSec)), Rule::kUnknownNode);
+  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 10 * kSec)), Rule::kRecentlyMoved);
+  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 61 * kSec)), Rule::kCold);
+  HeatUnit ex = unit(0, 0, 100 * kSec);
+  ex.range = {kBase + 7 * kPageSize, kBase + 9 * kPageSize};
+  EXPECT_EQ(rules.classify(ex), Rule::kExcluded);
+  EXPECT_EQ(rules.classify(unit(1, 3.0F, 0)), Rule::kHotOnSlow);
+  EXPECT_EQ(rules.classify(unit(1, 1.0F, 0)), Rule::kStaysOnSlow);
+  EXPECT_EQ(rules.classify(unit(0, 0.6F, 100 * kSec)), Rule::kHot);
+  EXPECT_EQ(rules.classify(unit(0, 0.5F, 29 * kSec)), Rule::kWarm);
+  EXPECT_EQ(rules.classify(unit(0, 0.5F, 30 * kSec)), Rule::kCold);
+  EXPECT_EQ(rules.demotion_dest(0), 1);
+  EXPECT_FALSE(rules.watermark());
+}
+
+TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
+  // Node 2 is no demotion target for the host, but the group demotes to it:
+  // what sits there is on the group's slow node (promoted when hot), and DRAM
+  // demotes to it, not to node 1.
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  EXPECT_FALSE(facts.slow(2));
+  GroupConfig g = group();
+  g.demotion_node = 2;
+  const GroupRules rules(g, facts, kNow);
+  EXPECT_TRUE(rules.slow(2));
+  EXPECT_EQ(rules.demotion_dest(0), 2);
+  EXPECT_EQ(rules.classify(unit(2, 0.0F, 100 * kSec)), Rule::kStaysOnSlow);
+  EXPECT_EQ(rules.classify(unit(2, 5.0F, 0)), Rule::kHotOnSlow);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 100 * kSec)), Rule::kCold);
+  EXPECT_THAT(rules.words(Rule::kCold, unit(0, 0.0F, 100 * kSec)),
+              HasSubstr("demotion to node 2"));
+}
+
+TEST(Rules, NowhereToDemoteOnAHostWithoutADemotionTarget) {
+  Topology topo;
+  topo.nodes.push_back(cpu_node(0));
+  const NodeFacts facts(topo);
+  const GroupRules rules(group(), facts, kNow);
+  const HeatUnit cold = unit(0, 0.0F, 100 * kSec);
+  EXPECT_EQ(rules.classify(cold), Rule::kNowhereToDemote);
+  EXPECT_EQ(rules.words(Rule::kNowhereToDemote, cold),
+            "nowhere to demote: node 0 has no demotion target and group 'g' names no "
+            "demotion_node");
+  EXPECT_EQ(rules.classify(unit(0, 0.6F, 100 * kSec)), Rule::kHot) << "hot says hot first";
+}
+
+TEST(Rules, WarmUnitsAndTheWatermark) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  GroupConfig g = group();
+  const HeatUnit warm = unit(0, 0.1F, 5 * kSec);
+  EXPECT_EQ(GroupRules(g, facts, kNow).words(Rule::kWarm, warm), "warm: idle 5s < cold_age 30s");
+  g.policy.dram_limit = kGiB;
+  EXPECT_TRUE(GroupRules(g, facts, kNow).watermark());
+  EXPECT_EQ(GroupRules(g, facts, kNow).words(Rule::kWarm, warm),
+            "warm: idle 5s < cold_age 30s; demoted only while above dram_limit or keep_free");
+  g.policy.cold_age.reset();
+  const GroupRules no_age(g, facts, kNow);
+  EXPECT_EQ(no_age.classify(unit(0, 0.0F, 1000 * kSec)), Rule::kWarm) << "no cold-age rule";
+  EXPECT_EQ(no_age.words(Rule::kWarm, warm),
+            "cold_age is off: demoted only while above dram_limit or keep_free");
+  g.policy.dram_limit.reset();
+  EXPECT_EQ(GroupRules(g, facts, kNow).words(Rule::kWarm, warm),
+            "cold_age is off and no dram_limit or keep_free: never demoted");
+}
+
+TEST(Rules, ExplainPrefersThePlannedMove) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  const GroupRules rules(group(), facts, kNow);
+  const HeatUnit cold = unit(0, 0.0F, 100 * kSec);
+  const std::vector<PlannedMove> moves{
+      {.range = {kBase - kPageSize, kBase + 2 * kPageSize}, .to_node = 1, .why = "idle"}};
+  const Verdict v = explain_unit(rules, cold, moves);
+  EXPECT_EQ(v.rule, Rule::kCold);
+  ASSERT_EQ(v.move, moves.data());
+  EXPECT_EQ(v.why, "moving to node 1: idle");
+  const Verdict waiting = explain_unit(rules, cold, {});
+  EXPECT_EQ(waiting.move, nullptr);
+  EXPECT_THAT(waiting.why, StartsWith("cold: eligible for demotion to node 1"));
+}
+
+}  // namespace
+}  // namespace kvtier::policy
