@@ -1,6 +1,7 @@
 // kvtierd: keeps the hot part of the KV cache in DRAM and moves the cold part
 // to CXL memory. This file turns flags and the config into a running Daemon;
-// the loop's work is plugged in through DaemonHooks.
+// the loop's work (agent/daemon/controller.hpp) is plugged in through
+// DaemonHooks, its views through register_view_commands().
 //
 // Exit status: 0 stopped cleanly, 1 failed while running, 2 bad usage,
 // 3 invalid configuration, 4 a required capability is missing.
@@ -13,16 +14,18 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "agent/ctl/nodes_report.hpp"
 #include "agent/daemon/capabilities.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/logging.hpp"
+#include "agent/daemon/view_commands.hpp"
+#include "agent/daemon/views.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
 #include "agent/host/topology_reader.hpp"
@@ -106,10 +109,10 @@ void log_lines(const std::string& prefix, const std::string& text) {
   for (std::string line; std::getline(lines, line);) spdlog::error("{}{}", prefix, line);
 }
 
-int run(int argc, char** argv) {
+// The command line; an exit status when it says to stop (--help, --version, a mistake).
+std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   CLI::App app{"kvtierd: keeps hot KV-cache pages in DRAM and moves cold ones to CXL memory"};
   app.set_version_flag("--version", std::string("kvtierd ") + KVTIER_VERSION);
-  Options opt;
   app.add_option("--config", opt.config, "Configuration file")
       ->option_text("PATH")
       ->capture_default_str();
@@ -133,107 +136,101 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
+  return std::nullopt;
+}
 
-  const auto style = opt.foreground || isatty(STDERR_FILENO) != 0 ? agent::LogStyle::kTerminal
-                                                                  : agent::LogStyle::kJournal;
-  if (auto ok = agent::setup_logging(style, opt.log_level.empty() ? "info" : opt.log_level); !ok) {
-    std::fprintf(stderr, "kvtierd: --log-level: %s\n", ok.error().message.c_str());
-    return kExitUsage;
-  }
-
-  const auto paths = opt.root.empty() ? agent::HostPaths{} : agent::HostPaths::under(opt.root);
-  auto topo = agent::read_topology(paths);
-  // Unknown demotion nodes are config errors only when the topology is known.
-  auto cc = load_config(opt, topo ? &*topo : nullptr);
-  Result<agent::DaemonSettings> settings =
-      cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
-  if (opt.check_config) {
-    if (!settings) {
-      // For a person or ExecStartPre=: plain lines, no journal priority prefix.
-      std::istringstream lines(settings.error().message);
-      for (std::string line; std::getline(lines, line);) {
-        std::fprintf(stderr, "kvtierd: %s\n", line.c_str());
-      }
-      return kExitConfig;
-    }
-    std::printf("%s: configuration valid (%zu target groups)\n", opt.config.c_str(),
-                cc->config.groups.size());
-    return kExitOk;
-  }
+// --check-config: plain lines for a person or ExecStartPre=, no journal prefix.
+int check_config(const Options& opt, const Result<agent::DaemonSettings>& settings,
+                 std::size_t groups) {
   if (!settings) {
-    log_lines("invalid configuration: ", settings.error().message);
+    std::istringstream lines(settings.error().message);
+    for (std::string line; std::getline(lines, line);) {
+      std::fprintf(stderr, "kvtierd: %s\n", line.c_str());
+    }
     return kExitConfig;
   }
-  if (opt.log_level.empty()) spdlog::set_level(spdlog::level::from_str(settings->log_level));
-  if (!topo) {
-    spdlog::error("{}", topo.error().message);
-    return kExitFailed;
-  }
-  const auto& cfg = cc->config;
+  std::printf("%s: configuration valid (%zu target groups)\n", opt.config.c_str(), groups);
+  return kExitOk;
+}
 
+// Why kvtierd observes only ("" when it may move pages); an exit status for
+// a mover it cannot run.
+Result<std::string> observe_reason(const Options& opt, const kvtier::policy::Topology& topo,
+                                   const kvtier::policy::Config& cfg) {
   bool any_target = false;
-  for (const auto& role : kvtier::policy::classify_nodes(*topo)) {
+  for (const auto& role : kvtier::policy::classify_nodes(topo)) {
     any_target = any_target || role.demotion_target;
     spdlog::info("node {}: {}", role.node, role.reason);
   }
-  std::string observe_reason;
   if (!any_target) {
-    observe_reason =
-        "no demotion target node on this host (a memory-only node in a lower memory tier)";
-  } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
+    return "no demotion target node on this host (a memory-only node in a lower memory tier)";
+  }
+  if (cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
     spdlog::error(
         "{}: mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; use "
         "\"move_pages\" or \"dry-run\"",
         opt.config);
-    return kExitConfig;
+    return kvtier::fail("damos", kExitConfig);
   }
+  return std::string();
+}
 
+// The loop's pieces: the hotness source, the mover (or why none), after the
+// capability check. The error's code is the exit status.
+Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPaths& paths,
+                                        const kvtier::policy::Topology& topo,
+                                        const kvtier::policy::Config& cfg) {
+  auto observe = observe_reason(opt, topo, cfg);
+  if (!observe) return std::unexpected(observe.error());
   auto choice = choose_source(paths, cfg);
+  if (!choice && cfg.sources.force) {
+    spdlog::error("{}", choice.error().message);
+    return kvtier::fail(choice.error().message, kExitFailed);
+  }
   if (!choice) {
-    if (cfg.sources.force) {
-      spdlog::error("{}", choice.error().message);
-      return kExitFailed;
-    }
     spdlog::warn("no hotness source can run here ({}): heat is unknown, nothing will be demoted",
                  choice.error().message);
   } else {
     spdlog::info("hotness source: {}", choice->reason);
   }
-
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
   if (choice) features.push_back(agent::feature_for(choice->source->kind()));
-  if (observe_reason.empty()) features.push_back(agent::Feature::kMovePages);
+  if (observe->empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
-    return kExitCapability;
+    return kvtier::fail(caps.error().message, kExitCapability);
   }
-
-  agent::ControllerDeps deps{.paths = paths, .self = getpid()};
-  if (choice) {
-    deps.source = std::move(choice->source);
-    deps.source_reason = choice->reason;
-  }
-  if (!observe_reason.empty()) {
-    deps.observe_reason = observe_reason;
-    spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe_reason);
+  agent::ControllerDeps deps{
+      .paths = paths,
+      .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
+                                          std::make_shared<agent::KpageflagsHugeProbe>(paths)),
+      .self = getpid()};
+  if (choice)
+    deps.sources.push_back({.source = std::move(choice->source), .reason = choice->reason});
+  if (!observe->empty()) {
+    deps.observe_reason = *observe;
+    spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", *observe);
   } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDryRun) {
     deps.mover = std::make_unique<agent::DryRunMover>();
   } else {
-    constexpr double kMiB = 1024.0 * 1024.0;
     deps.mover = std::make_unique<agent::MovePagesMover>(
-        agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages,
-                               .rate_mib_s = static_cast<double>(cfg.limits.migrate_rate) / kMiB,
-                               .burst_mib = static_cast<double>(cfg.limits.migrate_burst) / kMiB});
+        agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages});
   }
-  auto controller =
-      std::make_shared<agent::Controller>(std::move(*cc), std::move(deps), agent::monotonic_now());
+  return deps;
+}
 
+// Runs the daemon shell around the loop until SIGTERM/SIGINT.
+int serve(const Options& opt, const agent::HostPaths& paths,
+          const std::shared_ptr<agent::Controller>& controller,
+          const agent::DaemonSettings& settings) {
   agent::DaemonHooks hooks;
   hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
     return controller->step(ctx, t);
   };
-  hooks.describe = [controller](bool full) { return controller->describe(full); };
-  hooks.summary = [controller] { return controller->summary(); };
+  hooks.describe = [controller](bool full) {
+    return agent::describe(controller->state(), full, agent::monotonic_now());
+  };
+  hooks.summary = [controller] { return agent::summary(controller->state()); };
   hooks.shutdown = [controller] { controller->shutdown(); };
   hooks.reload = [opt, paths, controller]() -> Result<agent::DaemonSettings> {
     auto now_topo = agent::read_topology(paths);
@@ -244,18 +241,49 @@ int run(int argc, char** argv) {
     controller->apply_config(std::move(*next));
     return next_settings;
   };
-
-  auto daemon = agent::Daemon::create(*settings, std::move(hooks));
+  auto daemon = agent::Daemon::create(settings, std::move(hooks));
   if (!daemon) {
     log_lines("", daemon.error().message);
     return kExitConfig;
   }
-  controller->register_commands(**daemon);
+  agent::register_view_commands(**daemon, controller);
   if (auto ok = (*daemon)->run(); !ok) {
     spdlog::error("{}", ok.error().message);
     return kExitFailed;
   }
   return kExitOk;
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  if (auto rc = parse_options(argc, argv, opt)) return *rc;
+  const auto style = opt.foreground || isatty(STDERR_FILENO) != 0 ? agent::LogStyle::kTerminal
+                                                                  : agent::LogStyle::kJournal;
+  if (auto ok = agent::setup_logging(style, opt.log_level.empty() ? "info" : opt.log_level); !ok) {
+    std::fprintf(stderr, "kvtierd: --log-level: %s\n", ok.error().message.c_str());
+    return kExitUsage;
+  }
+  const auto paths = opt.root.empty() ? agent::HostPaths{} : agent::HostPaths::under(opt.root);
+  auto topo = agent::read_topology(paths);
+  // Unknown demotion nodes are config errors only when the topology is known.
+  auto cc = load_config(opt, topo ? &*topo : nullptr);
+  Result<agent::DaemonSettings> settings =
+      cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
+  if (opt.check_config) return check_config(opt, settings, cc ? cc->config.groups.size() : 0);
+  if (!settings) {
+    log_lines("invalid configuration: ", settings.error().message);
+    return kExitConfig;
+  }
+  if (opt.log_level.empty()) spdlog::set_level(spdlog::level::from_str(settings->log_level));
+  if (!topo) {
+    spdlog::error("{}", topo.error().message);
+    return kExitFailed;
+  }
+  auto deps = make_deps(opt, paths, *topo, cc->config);
+  if (!deps) return deps.error().code;
+  auto controller =
+      std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
+  return serve(opt, paths, controller, *settings);
 }
 
 }  // namespace

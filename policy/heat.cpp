@@ -235,6 +235,10 @@ void HeatTable::set_huge(std::uint64_t addr, bool huge) {
   if (it != chunks_.end()) it->second.huge = huge;
 }
 
+void HeatTable::set_huge_blocks(std::span<const std::uint64_t> blocks) {
+  for (auto& [base, chunk] : chunks_) chunk.huge = std::ranges::binary_search(blocks, base);
+}
+
 void HeatTable::compact(TimeNs now, double tolerance) {
   const std::uint32_t now_tick = to_tick(now);
   if (regions_.size() < 2) return;

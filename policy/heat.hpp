@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "policy/types.hpp"
@@ -69,7 +70,7 @@ class Decay {
   static constexpr std::uint32_t kLoMask = (1U << kLoBits) - 1;
   TimeNs half_life_;
   float per_event_;
-  std::uint32_t limit_;  // beyond 64 half-lives, heat is 0
+  std::uint32_t limit_;  // beyond 40 half-lives (kHalfLivesToZero), heat is 0
   std::vector<float> hi_;
   std::vector<float> lo_;
 };
@@ -114,6 +115,10 @@ class HeatTable {
   void mark_moved(AddrRange range, int node, TimeNs now);
   // Transparent huge pages (kPage): a huge chunk is planned as one 2 MiB unit.
   void set_huge(std::uint64_t addr, bool huge);
+  // Every chunk is huge exactly when its base is in `blocks` (sorted), as the
+  // residency reader found them. kRegion tables keep no huge pages: the mover
+  // leaves alone a huge page a planned region covers only partly.
+  void set_huge_blocks(std::span<const std::uint64_t> blocks);
   // kRegion: merges neighbours on the same node whose heat now differs by at most
   // `tolerance` (relative; below 0.001/s counts as 0), like DAMON's region merge,
   // so the region count stays bounded. The merged region keeps the later last

@@ -96,10 +96,12 @@ struct MoveStats {
   std::uint64_t no_memory = 0;      // -ENOMEM: target node full
   std::uint64_t permission = 0;     // -EPERM / -EACCES
   std::uint64_t other = 0;          // any other errno
+  // Pages of a huge page the request covered only partly (move_located):
+  // left alone, as moving the head would move the whole 2 MiB.
+  std::uint64_t partial_huge = 0;
   std::uint64_t bytes_moved = 0;
   int last_errno = 0;
-  std::uint64_t calls = 0;         // move_pages calls made (queries included)
-  std::uint64_t throttled_ns = 0;  // time spent waiting for the migration budget
+  std::uint64_t calls = 0;  // move_pages calls made (queries included)
 
   MoveStats& operator+=(const MoveStats& o);
 };
@@ -115,9 +117,9 @@ inline MoveStats& MoveStats::operator+=(const MoveStats& o) {
   no_memory += o.no_memory;
   permission += o.permission;
   other += o.other;
+  partial_huge += o.partial_huge;
   bytes_moved += o.bytes_moved;
   calls += o.calls;
-  throttled_ns += o.throttled_ns;
   if (o.last_errno != 0) last_errno = o.last_errno;
   return *this;
 }

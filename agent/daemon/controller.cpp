@@ -4,52 +4,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <set>
+#include <map>
 #include <utility>
 
-#include "agent/host/procfs.hpp"
+#include "agent/daemon/views.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "policy/planner.hpp"
-#include "policy/rules.hpp"
-#include "policy/units.hpp"
 
 namespace kvtier::agent {
 namespace {
-
-using nlohmann::json;
-
-constexpr std::size_t kQueryBatch = 4096;
-constexpr std::size_t kHistoryBins = 64;
-constexpr std::size_t kHistorySteps = 120;
-// Mappings smaller than this are not worth tracking (stacks of threads,
-// small heaps): the KV cache lives in large anonymous pools.
-constexpr std::uint64_t kMinVmaBytes = 1ULL << 20;
-
-double seconds(TimeNs ns) {
-  return static_cast<double>(ns) / 1e9;
-}
-
-std::string node_key(int node) {
-  return fmt::format("{}", node);
-}
-
-// Parts of `old_ranges` that no range of `new_ranges` covers (both sorted, disjoint).
-std::vector<AddrRange> subtract(const std::vector<AddrRange>& old_ranges,
-                                const std::vector<AddrRange>& new_ranges) {
-  std::vector<AddrRange> out;
-  for (const auto& o : old_ranges) {
-    std::uint64_t cur = o.start;
-    for (const auto& n : new_ranges) {
-      if (n.end <= cur || n.start >= o.end) continue;
-      if (n.start > cur) out.push_back({cur, n.start});
-      cur = std::max(cur, n.end);
-    }
-    if (cur < o.end) out.push_back({cur, o.end});
-  }
-  return out;
-}
 
 // Whether `addr` lies in one of `vmas` (sorted, disjoint).
 bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
@@ -60,25 +23,39 @@ bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
 }  // namespace
 
 Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeNs now)
-    : config_(std::move(config)),
-      deps_(std::move(deps)),
-      bucket_(config_.config.limits.migrate_rate, config_.config.limits.migrate_burst, now) {}
+    : deps_(std::move(deps)),
+      state_(std::move(config), TargetSet(deps_.paths, deps_.self)),
+      bucket_(state_.config.config.limits.migrate_rate, state_.config.config.limits.migrate_burst,
+              now) {
+  for (const auto& s : deps_.sources) {
+    state_.sources.push_back(SourceStatus{.kind = s.source->kind(), .reason = s.reason});
+  }
+  if (deps_.mover) state_.mover = deps_.mover->name();
+  state_.observe_reason = deps_.observe_reason;
+  state_.budget_bytes = bucket_.available();
+}
 
 Controller::~Controller() {
   shutdown();
 }
 
 void Controller::shutdown() {
-  if (deps_.source && source_started_) {
-    deps_.source->stop();
-    source_started_ = false;
-    spdlog::info("source {} stopped", deps_.source->name());
+  for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+    if (!state_.sources[i].started) continue;
+    deps_.sources[i].source->stop();
+    state_.sources[i].started = false;
+    spdlog::info("source {} stopped", deps_.sources[i].source->name());
   }
 }
 
 policy::HeatParams Controller::heat_params(std::size_t group) const {
-  const auto& cfg = config_.config;
-  const bool regions = deps_.source && deps_.source->kind() == SourceKind::kDamon;
+  // Region granularity only when every source reports regions (DAMON): page
+  // evidence next to regions keeps its pages.
+  const bool regions =
+      !deps_.sources.empty() && std::ranges::all_of(deps_.sources, [](const LoopSource& s) {
+        return s.source->kind() == SourceKind::kDamon;
+      });
+  const auto& cfg = state_.config.config;
   return policy::HeatParams{
       .half_life = cfg.groups[group].policy.half_life,
       .granularity = regions ? policy::Granularity::kRegion : policy::Granularity::kPage,
@@ -86,442 +63,203 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
 }
 
 void Controller::apply_config(policy::CompiledConfig config) {
-  config_ = std::move(config);
-  bucket_ = policy::TokenBucket(config_.config.limits.migrate_rate,
-                                config_.config.limits.migrate_burst, 0);
+  state_.config = std::move(config);
+  const auto& limits = state_.config.config.limits;
+  bucket_ = policy::TokenBucket(limits.migrate_rate, limits.migrate_burst, 0);
   // Re-match now rather than at the next step: until then `status`, `targets`
   // and `explain` index the new config's groups with each target's group.
-  for (auto it = targets_.begin(); it != targets_.end();) {
-    Target& t = it->second;
-    auto info = read_process(deps_.paths, t.pid);
-    const auto group = info ? config_.group_of(*info) : std::nullopt;
-    if (!group) {
-      spdlog::info("target {} ({}) is no longer selected", t.pid, t.comm);
-      it = targets_.erase(it);
-      targets_changed_ = true;
-      continue;
-    }
-    t.group = *group;
-    // Heat is the process's, whatever its group; only a table whose decay no
-    // longer matches the group's half-life starts again (tracked next step).
-    const auto params = heat_params(*group);
-    if (t.heat->decay().half_life() != params.half_life) {
-      t.heat = std::make_unique<policy::HeatTable>(params);
-      t.vmas.clear();
-      t.history.clear();
-    }
-    ++it;
-  }
-}
-
-Result<void> Controller::discover(TimeNs now) {
-  std::set<Pid> seen;
-  bool changed = std::exchange(targets_changed_, false);
-  for (Pid pid : list_pids(deps_.paths)) {
-    if (pid == deps_.self) continue;
-    auto info = read_process(deps_.paths, pid);
-    if (!info || info->cmdline.empty()) continue;  // gone, or a kernel thread
-    auto group = config_.group_of(*info);
-    if (!group) continue;
-    seen.insert(pid);
-    auto it = targets_.find(pid);
-    if (it != targets_.end() && it->second.group == *group) continue;
-    if (it == targets_.end()) {
-      spdlog::info("target {} ({}) joins group '{}'", pid, info->comm,
-                   config_.config.groups[*group].name);
-    }
-    Target t{.pid = pid, .group = *group, .comm = info->comm};
-    t.heat = std::make_unique<policy::HeatTable>(heat_params(*group));
-    targets_[pid] = std::move(t);
-    changed = true;
-  }
-  for (auto it = targets_.begin(); it != targets_.end();) {
-    if (seen.contains(it->first)) {
-      ++it;
-      continue;
-    }
-    spdlog::info("target {} ({}) is gone", it->first, it->second.comm);
-    it = targets_.erase(it);
-    changed = true;
-  }
-  if (deps_.source && (changed || !source_started_)) {
-    if (!source_started_) {
-      if (auto ok = deps_.source->start(); !ok) {
-        source_error_ = ok.error().message;
-        return fail(fmt::format("source {}: {}", deps_.source->name(), ok.error().message),
-                    ok.error().code);
-      }
-      source_started_ = true;
-      source_error_.clear();
-      spdlog::info("source {} started: {}", deps_.source->name(), deps_.source_reason);
-    }
-    std::vector<Pid> pids;
-    pids.reserve(targets_.size());
-    for (const auto& [pid, t] : targets_) pids.push_back(pid);
-    if (auto ok = deps_.source->set_targets(pids); !ok) {
-      source_error_ = ok.error().message;
-      return fail(fmt::format("source {}: {}", deps_.source->name(), ok.error().message),
-                  ok.error().code);
-    }
-  }
-  (void)now;
-  return {};
-}
-
-void Controller::track_vmas(Target& t, TimeNs now) const {
-  auto maps = read_maps(deps_.paths, t.pid);
-  if (!maps) return;  // gone: discover() drops it next step
-  std::vector<AddrRange> vmas;
-  for (const auto& e : *maps) {
-    if (is_movable_anon(e) && e.range.bytes() >= kMinVmaBytes) vmas.push_back(e.range);
-  }
-  for (const auto& r : subtract(t.vmas, vmas)) t.heat->untrack(r);
-  for (const auto& r : subtract(vmas, t.vmas)) t.heat->track(r, -1, now);
-  t.vmas = std::move(vmas);
-}
-
-void Controller::read_residency(Target& t) {
-  t.bytes_per_node.clear();
-  t.not_present_bytes = 0;
-  for (const auto& vma : t.vmas) {
-    std::uint64_t addr = vma.start;
-    std::uint64_t run_start = addr;
-    int run_node = -2;
-    auto flush = [&](std::uint64_t end) {
-      if (run_node != -2 && end > run_start) {
-        t.heat->set_node({run_start, end}, run_node);
-        if (run_node >= 0) {
-          t.bytes_per_node[run_node] += end - run_start;
-        } else {
-          t.not_present_bytes += end - run_start;
-        }
-      }
-    };
-    while (addr < vma.end) {
-      const std::size_t n = std::min<std::uint64_t>(kQueryBatch, (vma.end - addr) / kPageSize);
-      addrs_.resize(n);
-      status_.assign(n, 0);
-      for (std::size_t i = 0; i < n; ++i) {
-        addrs_[i] =
-            reinterpret_cast<void*>(addr + i * kPageSize);  // NOLINT(performance-no-int-to-ptr)
-      }
-      const auto r = deps_.query(t.pid, addrs_, nullptr, status_, 0);
-      if (r.ret < 0) return;  // gone or not allowed: nothing more to learn this step
-      for (std::size_t i = 0; i < n; ++i) {
-        const int node = status_[i] >= 0 ? status_[i] : -1;
-        if (node != run_node) {
-          flush(addr + i * kPageSize);
-          run_start = addr + i * kPageSize;
-          run_node = node;
-        }
-      }
-      addr += n * kPageSize;
-    }
-    flush(vma.end);
-  }
-}
-
-std::vector<float> Controller::bin_heat(const Target& t, std::size_t bins, TimeNs now) const {
-  std::uint64_t total = 0;
-  for (const auto& v : t.vmas) total += v.bytes();
-  std::vector<float> heat(bins, 0.0F);
-  if (total == 0 || bins == 0) return heat;
-  std::vector<double> weight(bins, 0.0);
-  // Address -> offset in the concatenated tracked mappings.
-  auto offset_of = [&](std::uint64_t addr) -> std::optional<std::uint64_t> {
-    std::uint64_t off = 0;
-    for (const auto& v : t.vmas) {
-      if (v.contains(addr)) return off + (addr - v.start);
-      off += v.bytes();
-    }
-    return std::nullopt;
-  };
-  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    auto off = offset_of(u.range.start);
-    if (!off) return;
-    const auto b = std::min<std::size_t>(bins - 1, *off * bins / total);
-    const auto w = static_cast<double>(u.range.bytes());
-    heat[b] += static_cast<float>(u.heat * w);
-    weight[b] += w;
-  });
-  for (std::size_t b = 0; b < bins; ++b) {
-    if (weight[b] > 0) heat[b] = static_cast<float>(heat[b] / weight[b]);
-  }
-  return heat;
-}
-
-void Controller::record_history(Target& t, TimeNs now) {
-  t.history.push_back(bin_heat(t, kHistoryBins, now));
-  while (t.history.size() > kHistorySteps) t.history.pop_front();
+  targets_changed_ |=
+      state_.targets.rematch(state_.config, [this](std::size_t g) { return heat_params(g); });
 }
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
-  const TimeNs now = ctx.now;
-  ++steps_;
-  auto topo = read_topology(deps_.paths);
-  if (!topo) return std::unexpected(topo.error());
-  topology_ = std::move(*topo);
-  telemetry.set_node_memory(topology_);
-
-  if (auto ok = discover(now); !ok) return ok;
-  for (auto& [pid, t] : targets_) track_vmas(t, now);
-
-  if (deps_.source && source_started_) {
-    SourceBatch batch;
-    if (auto ok = deps_.source->collect(now, batch); !ok) {
-      source_error_ = ok.error().message;
-      spdlog::warn("source {}: {}", deps_.source->name(), ok.error().message);
-    }
-    // Only what falls in tracked mappings counts: DAMON's regions span the
-    // gaps between mappings and samples land on stacks and files, and heat
-    // there would be tracked (and shown) but could never be moved.
-    std::uint64_t used = 0;
-    for (const auto& s : batch.samples) {
-      auto it = targets_.find(s.pid);
-      if (it == targets_.end() || !in_tracked(it->second.vmas, s.addr)) continue;
-      it->second.heat->add(s);
-      ++used;
-    }
-    for (const auto& r : batch.regions) {
-      auto it = targets_.find(r.pid);
-      if (it == targets_.end()) continue;
-      bool any = false;
-      for (const auto& v : it->second.vmas) {
-        if (v.end <= r.range.start) continue;
-        if (v.start >= r.range.end) break;
-        RegionAccess part = r;
-        part.range = {std::max(v.start, r.range.start), std::min(v.end, r.range.end)};
-        it->second.heat->add(part);
-        any = true;
-      }
-      if (any) ++used;
-    }
-    telemetry.record_source_batch(deps_.source->name(), batch.samples.size(), batch.regions.size());
-    spdlog::debug("step {}: {} samples, {} regions, {} for targets", steps_, batch.samples.size(),
-                  batch.regions.size(), used);
-  }
-
-  std::map<Pid, std::map<int, std::uint64_t>> residency;
-  for (auto& [pid, t] : targets_) {
-    read_residency(t);
-    if (t.heat->granularity() == policy::Granularity::kRegion) t.heat->compact(now);
-    residency[pid] = t.bytes_per_node;
-    record_history(t, now);
-  }
-  telemetry.set_residency(residency);
-
-  bucket_.refill(now);
-  policy::Snapshot snap{.topology = &topology_,
-                        .groups = config_.config.groups,
-                        .limits = config_.config.limits,
-                        .now = now,
-                        .budget_bytes = bucket_.available()};
-  // Without a hotness source every page looks idle: never demote blindly.
-  const bool can_move = deps_.mover && deps_.source && source_started_ && !ctx.paused;
-  for (const auto& [pid, t] : targets_) {
-    snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
-  }
-  last_plan_ = policy::plan(snap);
-  telemetry.record_plan(last_plan_);
-  for (auto& [pid, t] : targets_) t.last_moves.clear();
-  for (const auto& m : last_plan_.moves) {
-    if (auto it = targets_.find(m.pid); it != targets_.end()) it->second.last_moves.push_back(m);
-  }
-  if (!can_move || last_plan_.moves.empty()) return {};
-
-  // Consecutive moves of one target to one node go to the mover together.
-  std::size_t i = 0;
-  const auto& moves = last_plan_.moves;
-  while (i < moves.size()) {
-    std::size_t j = i;
-    std::vector<AddrRange> ranges;
-    while (j < moves.size() && moves[j].pid == moves[i].pid &&
-           moves[j].to_node == moves[i].to_node) {
-      ranges.push_back(moves[j].range);
-      ++j;
-    }
-    const MoveStats st = deps_.mover->move(moves[i].pid, ranges, moves[i].to_node);
-    telemetry.record_moves(st, moves[i].to_node);
-    moved_total_ += st;
-    bucket_.consume(std::min(st.bytes_moved, bucket_.available()));
-    if (auto it = targets_.find(moves[i].pid); it != targets_.end()) {
-      it->second.moved += st;
-      for (const auto& r : ranges) it->second.heat->mark_moved(r, moves[i].to_node, now);
-    }
-    if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0) {
-      spdlog::warn(
-          "moving {} pages of {} to node {}: none moved (busy {}, pinned {}, "
-          "no memory {}, permission {}, errno {})",
-          st.requested, moves[i].pid, moves[i].to_node, st.busy, st.pinned, st.no_memory,
-          st.permission, st.last_errno);
-    }
-    i = j;
-  }
+  ++state_.steps;
+  if (auto ok = discover(ctx.now, telemetry); !ok) return ok;
+  ingest(ctx.now, telemetry);
+  read_residency(ctx.now, telemetry);
+  plan(ctx.now, telemetry);
+  if (may_move(ctx)) dispatch(ctx.now, telemetry);
+  record(ctx.now);
   return {};
 }
 
-std::string Controller::summary() const {
-  std::uint64_t slow = 0;
-  std::uint64_t total = 0;
-  std::set<int> targets_nodes;
-  for (const auto& role : policy::classify_nodes(topology_)) {
-    if (role.demotion_target) targets_nodes.insert(role.node);
-  }
-  for (const auto& [pid, t] : targets_) {
-    for (const auto& [node, bytes] : t.bytes_per_node) {
-      total += bytes;
-      if (targets_nodes.contains(node)) slow += bytes;
-    }
-  }
-  return fmt::format("{} targets, {} of {} on CXL, source {}{}", targets_.size(),
-                     policy::format_size(slow), policy::format_size(total),
-                     deps_.source ? std::string(deps_.source->name()) : "none",
-                     deps_.mover ? "" : ", observe-only");
+Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
+  auto topo = read_topology(deps_.paths);
+  if (!topo) return std::unexpected(topo.error());
+  state_.topology = std::move(*topo);
+  telemetry.set_node_memory(state_.topology);
+  const bool changed =
+      state_.targets.discover(state_.config, [this](std::size_t g) { return heat_params(g); });
+  if (auto ok = start_sources(changed || std::exchange(targets_changed_, false)); !ok) return ok;
+  state_.targets.track_vmas(now);
+  return {};
 }
 
-json Controller::targets_json(TimeNs now) const {
-  json out = json::array();
-  for (const auto& [pid, t] : targets_) {
-    json nodes = json::object();
-    for (const auto& [node, bytes] : t.bytes_per_node) nodes[node_key(node)] = bytes;
-    const auto& pol = config_.config.groups[t.group].policy;
-    std::uint64_t hot = 0;
-    std::uint64_t idle = 0;
-    double heat_sum = 0;
-    t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-      heat_sum += u.heat * static_cast<double>(u.range.bytes()) / static_cast<double>(kPageSize);
-      if (u.heat >= pol.promote_heat) hot += u.range.bytes();
-      if (pol.cold_age && now >= policy::from_tick(u.last_access) + *pol.cold_age) {
-        idle += u.range.bytes();
+// Starts the sources not running yet and tells every source that starts or
+// whose targets changed the pids to watch. An error stops the step (the
+// daemon logs it); the next step tries again.
+Result<void> Controller::start_sources(bool targets_changed) {
+  const std::vector<Pid> pids = state_.targets.pids();
+  Result<void> result;
+  for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+    HotnessSource& src = *deps_.sources[i].source;
+    SourceStatus& status = state_.sources[i];
+    if (status.started && !targets_changed) continue;
+    Result<void> ok;
+    if (!status.started) {
+      ok = src.start();
+      if (ok) {
+        status.started = true;
+        status.error.clear();
+        spdlog::info("source {} started: {}", src.name(), status.reason);
       }
-    });
-    out.push_back({{"pid", pid},
-                   {"comm", t.comm},
-                   {"group", config_.config.groups[t.group].name},
-                   {"tracked_bytes", t.heat->tracked_bytes()},
-                   {"heat_state_bytes", t.heat->memory_bytes()},
-                   {"resident_bytes_per_node", nodes},
-                   {"not_present_bytes", t.not_present_bytes},
-                   {"hot_bytes", hot},
-                   {"idle_bytes", idle},
-                   {"accesses_per_s", heat_sum},
-                   {"planned_moves", t.last_moves.size()},
-                   {"moved_pages", t.moved.moved},
-                   {"moved_bytes", t.moved.bytes_moved}});
-  }
-  return out;
-}
-
-json Controller::describe(bool full) const {
-  json plan = {{"moves", last_plan_.moves.size()},
-               {"demote_bytes", last_plan_.demote_bytes},
-               {"promote_bytes", last_plan_.promote_bytes},
-               {"notes", last_plan_.notes}};
-  json st = {{"config", config_.config.file},
-             {"source", deps_.source ? json(std::string(deps_.source->name())) : json(nullptr)},
-             {"source_reason", deps_.source_reason},
-             {"source_error", source_error_},
-             {"mover", deps_.mover ? json(std::string(deps_.mover->name())) : json(nullptr)},
-             {"observe_only", deps_.mover == nullptr},
-             {"observe_reason", deps_.observe_reason},
-             {"budget_bytes", bucket_.available()},
-             {"steps", steps_},
-             {"targets", targets_json(monotonic_now())},
-             {"last_plan", plan},
-             {"moved_pages_total", moved_total_.moved},
-             {"moved_bytes_total", moved_total_.bytes_moved}};
-  if (full) {
-    json moves = json::array();
-    for (const auto& m : last_plan_.moves) {
-      moves.push_back({{"pid", m.pid},
-                       {"start", m.range.start},
-                       {"end", m.range.end},
-                       {"from", m.from_node},
-                       {"to", m.to_node},
-                       {"heat", m.heat},
-                       {"why", m.why}});
     }
-    st["last_plan"]["detail"] = moves;
-  }
-  return st;
-}
-
-Result<json> Controller::explain(Pid pid, TimeNs now) const {
-  auto it = targets_.find(pid);
-  if (it == targets_.end()) {
-    return fail(fmt::format("pid {} is not a target (see kvtierctl targets)", pid), ESRCH);
-  }
-  const Target& t = it->second;
-  const auto& group = config_.config.groups[t.group];
-  const policy::GroupRules rules(group, policy::NodeFacts(topology_), now);
-  json runs = json::array();
-  json cur;
-  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    const std::string why = policy::explain_unit(rules, u, t.last_moves).why;
-    if (!cur.is_null() && cur["end"] == u.range.start && cur["node"] == u.node &&
-        cur["why"] == why && runs.size() < 100000) {
-      cur["end"] = u.range.end;
-      cur["max_heat"] = std::max(cur["max_heat"].get<double>(), static_cast<double>(u.heat));
-      return;
+    if (ok) ok = src.set_targets(pids);
+    if (ok) continue;
+    status.error = ok.error().message;
+    if (result) {
+      result = fail(fmt::format("source {}: {}", src.name(), ok.error().message), ok.error().code);
     }
-    if (!cur.is_null()) runs.push_back(cur);
-    cur = {{"start", u.range.start},
-           {"end", u.range.end},
-           {"node", u.node},
-           {"max_heat", static_cast<double>(u.heat)},
-           {"idle_s",
-            seconds(now > policy::from_tick(u.last_access) ? now - policy::from_tick(u.last_access)
-                                                           : 0)},
-           {"why", why}};
-  });
-  if (!cur.is_null()) runs.push_back(cur);
-  return json{{"pid", pid}, {"comm", t.comm}, {"group", group.name}, {"ranges", runs}};
-}
-
-Result<json> Controller::heatmap(Pid pid, std::size_t bins, TimeNs now) const {
-  auto it = targets_.find(pid);
-  if (it == targets_.end()) {
-    return fail(fmt::format("pid {} is not a target (see kvtierctl targets)", pid), ESRCH);
   }
-  const Target& t = it->second;
-  json vmas = json::array();
-  for (const auto& v : t.vmas) vmas.push_back({v.start, v.end});
-  json history = json::array();
-  for (const auto& row : t.history) history.push_back(row);
-  return json{{"pid", pid},
-              {"comm", t.comm},
-              {"interval_s", seconds(config_.config.daemon.interval)},
-              {"vmas", vmas},
-              {"now", bin_heat(t, bins, now)},
-              {"history", history}};
+  return result;
 }
 
-void Controller::register_commands(Daemon& daemon) {
-  daemon.register_command("targets", [this](const json&, const PeerCred&) -> Result<json> {
-    return targets_json(monotonic_now());
-  });
-  auto pid_of = [](const json& args) -> Result<Pid> {
-    if (!args.is_object() || !args.contains("pid") || !args["pid"].is_number_integer()) {
-      return fail("missing integer argument 'pid'");
+void Controller::ingest(TimeNs now, Telemetry& telemetry) {
+  for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+    if (!state_.sources[i].started) continue;
+    HotnessSource& src = *deps_.sources[i].source;
+    SourceBatch batch;
+    if (auto ok = src.collect(now, batch); !ok) {
+      state_.sources[i].error = ok.error().message;
+      spdlog::warn("source {}: {}", src.name(), ok.error().message);
     }
-    return args["pid"].get<Pid>();
-  };
-  daemon.register_command("explain",
-                          [this, pid_of](const json& args, const PeerCred&) -> Result<json> {
-                            auto pid = pid_of(args);
-                            if (!pid) return std::unexpected(pid.error());
-                            return explain(*pid, monotonic_now());
-                          });
-  daemon.register_command(
-      "heatmap", [this, pid_of](const json& args, const PeerCred&) -> Result<json> {
-        auto pid = pid_of(args);
-        if (!pid) return std::unexpected(pid.error());
-        std::size_t bins = kHistoryBins;
-        if (args.contains("bins") && args["bins"].is_number_unsigned()) {
-          bins = std::clamp<std::size_t>(args["bins"].get<std::size_t>(), 1, 4096);
-        }
-        return heatmap(*pid, bins, monotonic_now());
-      });
+    add_to_heat(batch);
+    telemetry.record_source_batch(src.name(), batch.samples.size(), batch.regions.size());
+  }
+}
+
+// Only what falls in tracked mappings counts: DAMON's regions span the gaps
+// between mappings and samples land on stacks and files, and heat there would
+// be tracked (and shown) but could never be moved.
+void Controller::add_to_heat(const SourceBatch& batch) {
+  std::uint64_t used = 0;
+  for (const auto& s : batch.samples) {
+    Target* t = state_.targets.find(s.pid);
+    if (t == nullptr || !in_tracked(t->vmas, s.addr)) continue;
+    t->heat->add(s);
+    ++used;
+  }
+  for (const auto& r : batch.regions) {
+    Target* t = state_.targets.find(r.pid);
+    if (t == nullptr) continue;
+    bool any = false;
+    for (const auto& v : t->vmas) {
+      if (v.end <= r.range.start) continue;
+      if (v.start >= r.range.end) break;
+      RegionAccess part = r;
+      part.range = {std::max(v.start, r.range.start), std::min(v.end, r.range.end)};
+      t->heat->add(part);
+      any = true;
+    }
+    if (any) ++used;
+  }
+  spdlog::debug("step {}: {} samples, {} regions, {} for targets", state_.steps,
+                batch.samples.size(), batch.regions.size(), used);
+}
+
+// Where every tracked page is (the heat table's nodes), which 2 MiB blocks are
+// huge pages (planned whole from now on), and bytes per node for telemetry.
+void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
+  std::map<Pid, std::map<int, std::uint64_t>> residency;
+  for (auto& [pid, t] : state_.targets.all()) {
+    std::string error;
+    PageMap map = deps_.residency.map(pid, t.vmas, &error);
+    // Gone or not allowed: what was read counts; discover() drops it next step.
+    if (!error.empty()) spdlog::debug("residency of {}: {}", pid, error);
+    for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
+    t.heat->set_huge_blocks(map.huge_blocks);
+    if (t.heat->granularity() == policy::Granularity::kRegion) t.heat->compact(now);
+    t.bytes_per_node = std::move(map.bytes_per_node);
+    t.not_present_bytes = map.not_present_bytes;
+    t.huge_blocks = std::move(map.huge_blocks);
+    residency[pid] = t.bytes_per_node;
+  }
+  telemetry.set_residency(residency);
+}
+
+void Controller::plan(TimeNs now, Telemetry& telemetry) {
+  bucket_.refill(now);
+  state_.budget_bytes = bucket_.available();
+  policy::Snapshot snap{.topology = &state_.topology,
+                        .groups = state_.config.config.groups,
+                        .limits = state_.config.config.limits,
+                        .now = now,
+                        .budget_bytes = state_.budget_bytes};
+  for (auto& [pid, t] : state_.targets.all()) {
+    snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
+    t.last_moves.clear();
+  }
+  state_.last_plan = policy::plan(snap);
+  telemetry.record_plan(state_.last_plan);
+  for (const auto& m : state_.last_plan.moves) {
+    if (Target* t = state_.targets.find(m.pid)) t->last_moves.push_back(m);
+  }
+}
+
+// Without a hotness source every page looks idle: never demote blindly.
+bool Controller::may_move(const StepContext& ctx) const {
+  const bool sources_run =
+      !state_.sources.empty() &&
+      std::ranges::all_of(state_.sources, [](const SourceStatus& s) { return s.started; });
+  return deps_.mover && sources_run && !ctx.paused;
+}
+
+// Consecutive moves of one target to one node go to the mover together.
+void Controller::dispatch(TimeNs now, Telemetry& telemetry) {
+  const auto& moves = state_.last_plan.moves;
+  std::vector<AddrRange> ranges;
+  for (std::size_t i = 0; i < moves.size();) {
+    std::size_t j = i;
+    ranges.clear();
+    while (j < moves.size() && moves[j].pid == moves[i].pid &&
+           moves[j].to_node == moves[i].to_node) {
+      ranges.push_back(moves[j++].range);
+    }
+    move(moves[i].pid, ranges, moves[i].to_node, now, telemetry);
+    i = j;
+  }
+  state_.budget_bytes = bucket_.available();
+}
+
+void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, TimeNs now,
+                      Telemetry& telemetry) {
+  Target* t = state_.targets.find(pid);
+  const std::span<const std::uint64_t> huge = t != nullptr
+                                                  ? std::span<const std::uint64_t>(t->huge_blocks)
+                                                  : std::span<const std::uint64_t>();
+  // The residency phase has just located these pages: the mover need not look again.
+  const MoveStats st = deps_.mover->move_located(pid, ranges, to_node, huge);
+  telemetry.record_moves(st, to_node);
+  state_.moved_total += st;
+  bucket_.consume(std::min(st.bytes_moved, bucket_.available()));
+  if (t != nullptr) {
+    t->moved += st;
+    for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now);
+  }
+  if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0) {
+    spdlog::warn(
+        "moving {} pages of {} to node {}: none moved (busy {}, pinned {}, no memory {}, "
+        "permission {}, partial huge pages {}, errno {})",
+        st.requested, pid, to_node, st.busy, st.pinned, st.no_memory, st.permission,
+        st.partial_huge, st.last_errno);
+  }
+}
+
+void Controller::record(TimeNs now) {
+  for (auto& [pid, t] : state_.targets.all()) {
+    t.history.push_back(bin_heat(t, kHistoryBins, now));
+    while (t.history.size() > kHistorySteps) t.history.pop_front();
+  }
 }
 
 }  // namespace kvtier::agent

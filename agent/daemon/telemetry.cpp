@@ -150,10 +150,16 @@ json Telemetry::to_json() const {
 
 void Telemetry::record_moves(const MoveStats& st, int to_node) {
   const std::string node = fmt::format("{}", to_node);
-  const std::pair<const char*, std::uint64_t> outcomes[] = {
-      {"moved", st.moved},         {"already_there", st.already_there}, {"busy", st.busy},
-      {"pinned", st.pinned},       {"not_present", st.not_present},     {"gone", st.gone},
-      {"no_memory", st.no_memory}, {"permission", st.permission},       {"other", st.other}};
+  const std::pair<const char*, std::uint64_t> outcomes[] = {{"moved", st.moved},
+                                                            {"already_there", st.already_there},
+                                                            {"busy", st.busy},
+                                                            {"pinned", st.pinned},
+                                                            {"not_present", st.not_present},
+                                                            {"gone", st.gone},
+                                                            {"no_memory", st.no_memory},
+                                                            {"permission", st.permission},
+                                                            {"other", st.other},
+                                                            {"partial_huge", st.partial_huge}};
   for (const auto& [status, n] : outcomes) {
     if (n > 0)
       add("kvtier_pages_moved_total", {{"status", status}, {"node", node}}, static_cast<double>(n));

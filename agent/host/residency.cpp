@@ -19,8 +19,33 @@ bool parse_num(std::string_view s, T& out, int base = 10) {
 
 }  // namespace
 
-ResidencyReader::ResidencyReader(MovePagesFn query, std::size_t batch_pages)
-    : query_(std::move(query)), batch_pages_(std::max<std::size_t>(1, batch_pages)) {}
+ResidencyReader::ResidencyReader(MovePagesFn query, std::size_t batch_pages,
+                                 std::shared_ptr<HugePageProbe> huge)
+    : query_(std::move(query)),
+      batch_pages_(std::max<std::size_t>(1, batch_pages)),
+      huge_(std::move(huge)) {}
+
+template <class Visit>
+Result<void> ResidencyReader::query(Pid pid, AddrRange r, Visit&& visit) {
+  const std::uint64_t first = r.start & ~(kPageSize - 1);
+  const std::uint64_t pages = r.end > first ? (r.end - first + kPageSize - 1) / kPageSize : 0;
+  for (std::uint64_t off = 0; off < pages; off += batch_pages_) {
+    const std::size_t n = std::min<std::uint64_t>(batch_pages_, pages - off);
+    addrs_.resize(n);
+    status_.assign(n, 0);
+    for (std::size_t k = 0; k < n; ++k) {
+      addrs_[k] = reinterpret_cast<void*>(
+          first + (off + k) * kPageSize);  // NOLINT(performance-no-int-to-ptr)
+    }
+    const auto q = query_(pid, addrs_, nullptr, status_, 0);
+    if (q.ret < 0) {
+      return fail(fmt::format("move_pages status query of pid {}: {}", pid, errno_text(q.err)),
+                  q.err);
+    }
+    for (std::size_t k = 0; k < n; ++k) visit(first + (off + k) * kPageSize, status_[k]);
+  }
+  return {};
+}
 
 Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
                                                           std::span<const AddrRange> ranges) {
@@ -28,33 +53,44 @@ Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
   out.reserve(ranges.size());
   for (const auto& r : ranges) {
     RangeResidency res{.range = r};
-    const std::uint64_t first = r.start & ~(kPageSize - 1);
-    const std::uint64_t pages = r.end > first ? (r.end - first + kPageSize - 1) / kPageSize : 0;
-    for (std::uint64_t off = 0; off < pages; off += batch_pages_) {
-      const std::size_t n = std::min<std::uint64_t>(batch_pages_, pages - off);
-      addrs_.resize(n);
-      status_.assign(n, 0);
-      for (std::size_t k = 0; k < n; ++k) {
-        addrs_[k] = reinterpret_cast<void*>(
-            first + (off + k) * kPageSize);  // NOLINT(performance-no-int-to-ptr)
+    auto ok = query(pid, r, [&res](std::uint64_t, int s) {
+      if (s >= 0) {
+        res.bytes_per_node[s] += kPageSize;
+      } else if (classify_status(s) == PageStatus::kNotPresent) {
+        res.not_present_bytes += kPageSize;
+      } else {
+        res.other_bytes += kPageSize;
       }
-      const auto q = query_(pid, addrs_, nullptr, status_, 0);
-      if (q.ret < 0) {
-        return fail(fmt::format("move_pages status query of pid {}: {}", pid, errno_text(q.err)),
-                    q.err);
-      }
-      for (const int s : status_) {
-        if (s >= 0) {
-          res.bytes_per_node[s] += kPageSize;
-        } else if (classify_status(s) == PageStatus::kNotPresent) {
-          res.not_present_bytes += kPageSize;
-        } else {
-          res.other_bytes += kPageSize;
-        }
-      }
-    }
+    });
+    if (!ok) return std::unexpected(ok.error());
     out.push_back(std::move(res));
   }
+  return out;
+}
+
+PageMap ResidencyReader::map(Pid pid, std::span<const AddrRange> ranges, std::string* error) {
+  PageMap out;
+  auto add_page = [&out](std::uint64_t addr, int status) {
+    const int node = status >= 0 ? status : -1;
+    (node >= 0 ? out.bytes_per_node[node] : out.not_present_bytes) += kPageSize;
+    if (!out.runs.empty() && out.runs.back().node == node && out.runs.back().range.end == addr) {
+      out.runs.back().range.end = addr + kPageSize;
+    } else {
+      out.runs.push_back({.range = {addr, addr + kPageSize}, .node = node});
+    }
+  };
+  for (const auto& r : ranges) {
+    if (auto ok = query(pid, r, add_page); !ok) {
+      if (error != nullptr) *error = ok.error().message;
+      return out;
+    }
+    if (!huge_) continue;
+    auto blocks = huge_->huge_blocks(pid, r);
+    if (blocks) out.huge_blocks.insert(out.huge_blocks.end(), blocks->begin(), blocks->end());
+  }
+  std::ranges::sort(out.huge_blocks);
+  const auto dup = std::ranges::unique(out.huge_blocks);
+  out.huge_blocks.erase(dup.begin(), dup.end());
   return out;
 }
 

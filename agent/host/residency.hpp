@@ -1,17 +1,22 @@
 #pragma once
-// Which node each range of a process is on, for the planner's snapshot and for
-// telemetry. The exact way is a move_pages status query (no pages move; the
-// kernel walks the page tables); the cheap way is /proc/PID/numa_maps, which
-// gives per-mapping page counts per node without walking anything we ask for.
+// Which node each page of a process is on: the one residency reader of the
+// agent. The control loop's residency phase maps every tracked page with it
+// (runs per node for the heat table, huge pages for HeatTable::set_huge,
+// bytes per node for telemetry); the dry-run mover counts with it. The exact
+// way is a move_pages status query (no pages move; the kernel walks the page
+// tables); the cheap way is /proc/PID/numa_maps, which gives per-mapping page
+// counts per node without walking anything we ask for.
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agent/host/host_paths.hpp"
+#include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
@@ -30,17 +35,40 @@ struct RangeResidency {
   }
 };
 
+// Every page of some ranges, as runs of neighbouring pages with one status.
+struct PageMap {
+  struct Run {
+    AddrRange range;
+    int node = -1;  // -1: not present, or any other non-node status
+  };
+  std::vector<Run> runs;                   // address order
+  std::vector<std::uint64_t> huge_blocks;  // sorted 2 MiB blocks a huge folio backs
+  std::map<int, std::uint64_t> bytes_per_node;
+  std::uint64_t not_present_bytes = 0;  // any status other than a node
+};
+
 class ResidencyReader {
  public:
-  explicit ResidencyReader(MovePagesFn query = system_move_pages(), std::size_t batch_pages = 4096);
+  // `huge`: finds the huge pages for map(); nullptr: none are reported.
+  explicit ResidencyReader(MovePagesFn query = system_move_pages(), std::size_t batch_pages = 4096,
+                           std::shared_ptr<HugePageProbe> huge = nullptr);
 
   // One entry per range, in order. A process that is gone is an error (ESRCH
   // or EINVAL in Error::code).
   Result<std::vector<RangeResidency>> read(Pid pid, std::span<const AddrRange> ranges);
+  // The runs of every page of `ranges` (sorted, disjoint) and their huge pages.
+  // When a query fails part way (the process exits), what was read so far is
+  // returned with the error's message in `error`.
+  PageMap map(Pid pid, std::span<const AddrRange> ranges, std::string* error = nullptr);
 
  private:
+  // Calls visit(page address, status) for every page of `r`; the failed query's error.
+  template <class Visit>
+  Result<void> query(Pid pid, AddrRange r, Visit&& visit);
+
   MovePagesFn query_;
   std::size_t batch_pages_;
+  std::shared_ptr<HugePageProbe> huge_;
   std::vector<void*> addrs_;
   std::vector<int> status_;
 };

@@ -19,7 +19,6 @@ namespace {
 // failed or was never reached; node ids are small, so this value means "not
 // written".
 constexpr int kUnset = 0x7fffffff;
-constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
 
@@ -49,7 +48,6 @@ bool process_exited(const HostPaths& host, Pid pid) {
 MovePagesMover::MovePagesMover(MovePagesConfig config, MovePagesDeps deps)
     : config_(config),
       deps_(std::move(deps)),
-      limiter_(config.rate_mib_s * kMiB, config.burst_mib * kMiB, deps_.clock()),
       pinned_(config.pinned_ttl_ns),
       node_full_(config.node_full_retry_ns) {}
 
@@ -104,176 +102,190 @@ std::uint64_t& MovePagesMover::counter_for(Stop stop, MoveStats& st) {
   return st.other;
 }
 
-MovePagesMover::Stop MovePagesMover::move_batch(Pid pid, std::span<const MoveUnit> units,
-                                                int to_node, MoveStats& st) {
-  const int flags = config_.move_shared ? MPOL_MF_MOVE_ALL : MPOL_MF_MOVE;
-  std::vector<std::uint32_t> pending(units.size());
-  std::iota(pending.begin(), pending.end(), 0U);
-  // Move calls after which a unit was neither moved nor reported busy: the
-  // kernel tried it and gave up (or never reached it; that does not repeat).
-  std::vector<std::uint8_t> unmoved(units.size(), 0);
+// One batch on its way to `to_node`: the units still pending (indexes into
+// `units`) and how many move calls left each neither moved nor busy.
+struct MovePagesMover::Batch {
+  Pid pid;
+  int to_node;
+  std::span<const MoveUnit> units;
+  MoveStats& st;
+  std::vector<std::uint32_t> pending;
+  std::vector<std::uint8_t> unmoved;
 
-  const auto count_pending = [&](std::uint64_t& counter) {
+  Batch(Pid p, int to, std::span<const MoveUnit> u, MoveStats& s)
+      : pid(p), to_node(to), units(u), st(s), pending(u.size()), unmoved(u.size(), 0) {
+    std::iota(pending.begin(), pending.end(), 0U);
+  }
+  // Every pending unit's pages go to `counter`.
+  void count_pending(std::uint64_t& counter) {
     for (const auto idx : pending) counter += units[idx].pages;
     pending.clear();
-  };
-  const auto fill_addrs = [&] {
-    addrs_.resize(pending.size());
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      // move_pages takes addresses as pointers; these are another process's.
-      addrs_[k] =
-          reinterpret_cast<void*>(units[pending[k]].addr);  // NOLINT(performance-no-int-to-ptr)
-    }
-    status_.assign(pending.size(), kUnset);
-  };
-  const auto add_moved = [&](const MoveUnit& u) {
+  }
+  void add_moved(const MoveUnit& u) const {
     st.moved += u.pages;
     st.bytes_moved += std::uint64_t{u.pages} * kPageSize;
-  };
-  // Locates pending units: those on the target are done (already there on the
-  // first look, moved later); the rest stay pending. False if the call failed.
-  Stop query_stop = Stop::kNo;
-  const auto locate = [&](bool first) -> bool {
-    fill_addrs();
-    const auto q = deps_.move_pages(pid, addrs_, nullptr, status_, 0);
-    ++st.calls;
-    if (q.ret < 0) {
-      query_stop = call_failed(pid, q.err, st);
+  }
+  // decide(unit, status) for every pending unit, with the status the last
+  // call wrote for it; the units it returns true for stay pending.
+  template <class Decide>
+  void sift(std::span<const int> status, Decide&& decide) {
+    std::size_t keep = 0;
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      if (decide(units[pending[k]], pending[k], status[k])) pending[keep++] = pending[k];
+    }
+    pending.resize(keep);
+  }
+};
+
+// A call failed as a whole: what is pending counts under its cause.
+MovePagesMover::Stop MovePagesMover::give_up(Batch& b, int err) {
+  const Stop stop = call_failed(b.pid, err, b.st);
+  b.count_pending(counter_for(stop, b.st));
+  return stop;
+}
+
+void MovePagesMover::fill_addrs(const Batch& b) {
+  addrs_.resize(b.pending.size());
+  for (std::size_t k = 0; k < b.pending.size(); ++k) {
+    // move_pages takes addresses as pointers; these are another process's.
+    addrs_[k] =
+        reinterpret_cast<void*>(b.units[b.pending[k]].addr);  // NOLINT(performance-no-int-to-ptr)
+  }
+  status_.assign(b.pending.size(), kUnset);
+}
+
+// Locates pending units: those on the target are done (already there on the
+// first look, moved later); the rest stay pending. A failed query counts what
+// is pending under its cause and says why it stopped.
+MovePagesMover::Stop MovePagesMover::locate(Batch& b, bool first) {
+  fill_addrs(b);
+  const auto q = deps_.move_pages(b.pid, addrs_, nullptr, status_, 0);
+  ++b.st.calls;
+  if (q.ret < 0) return give_up(b, q.err);
+  b.sift(status_, [&b, first](const MoveUnit& u, std::uint32_t, int s) {
+    if (s == b.to_node) {
+      if (first) {
+        b.st.already_there += u.pages;
+      } else {
+        b.add_moved(u);
+      }
       return false;
     }
-    std::size_t keep = 0;
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      const auto idx = pending[k];
-      const int s = status_[k];
-      if (s == to_node) {
-        if (first) {
-          st.already_there += units[idx].pages;
-        } else {
-          add_moved(units[idx]);
-        }
-      } else if (s >= 0 && s != kUnset) {
-        pending[keep++] = idx;
-      } else if (s != kUnset && classify_status(s) == PageStatus::kNotPresent) {
-        st.not_present += units[idx].pages;
-      } else if (s != kUnset && classify_status(s) == PageStatus::kPermission) {
-        st.permission += units[idx].pages;
-        st.last_errno = -s;
-      } else {
-        st.other += units[idx].pages;
-        st.last_errno = s == kUnset ? 0 : -s;
-      }
-    }
-    pending.resize(keep);
-    return true;
-  };
-
-  for (int attempt = 0;; ++attempt) {
-    if (!locate(attempt == 0)) {
-      count_pending(counter_for(query_stop, st));
-      return query_stop;
-    }
-    if (pending.empty()) return Stop::kNo;
-    if (attempt >= config_.max_attempts) break;
-
-    if (attempt == 0 && !limiter_.unlimited()) {
-      std::uint64_t bytes = 0;
-      for (const auto idx : pending) bytes += std::uint64_t{units[idx].pages} * kPageSize;
-      const TimeNs wait = limiter_.reserve(bytes, deps_.clock());
-      if (wait > 0) {
-        deps_.sleep(wait);
-        st.throttled_ns += wait;
-      }
-    }
-
-    fill_addrs();
-    nodes_.assign(pending.size(), to_node);
-    const auto m = deps_.move_pages(pid, addrs_, nodes_.data(), status_, flags);
-    ++st.calls;
-    bool out_of_memory = m.ret < 0 && m.err == ENOMEM;
-    if (m.ret < 0 && !out_of_memory) {
-      const Stop stop = call_failed(pid, m.err, st);
-      count_pending(counter_for(stop, st));
-      return stop;
-    }
-    std::size_t keep = 0;
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      const auto idx = pending[k];
-      const int s = status_[k];
-      if (s == to_node) {
-        add_moved(units[idx]);
-        continue;
-      }
-      if (s >= 0) {
-        ++unmoved[idx];
-        pending[keep++] = idx;
-        continue;
-      }
-      st.last_errno = -s;
-      switch (classify_status(s)) {
-        case PageStatus::kBusy:
-          pending[keep++] = idx;
-          break;
-        case PageStatus::kNotPresent:
-          st.not_present += units[idx].pages;
-          break;
-        case PageStatus::kNoMemory:
-          st.no_memory += units[idx].pages;
-          out_of_memory = true;
-          break;
-        case PageStatus::kPermission:
-          st.permission += units[idx].pages;
-          break;
-        case PageStatus::kOnNode:
-        case PageStatus::kOther:
-          st.other += units[idx].pages;
-          break;
-      }
-    }
-    pending.resize(keep);
-    if (pending.empty() && !out_of_memory) return Stop::kNo;
-
-    if (out_of_memory) {
-      st.last_errno = ENOMEM;
-      if (node_full_.latch(to_node, deps_.clock())) {
-        spdlog::warn(
-            "move_pages: node {} is full (ENOMEM moving pid {}); demotion to it stops for {} s; "
-            "free memory on node {} or lower the demotion watermark",
-            to_node, pid, config_.node_full_retry_ns / 1'000'000'000ULL, to_node);
-      }
-      // Pages of the failed batch may have moved before allocation failed.
-      if (!pending.empty() && !locate(false)) {
-        count_pending(counter_for(query_stop, st));
-        return query_stop;
-      }
-      count_pending(st.no_memory);
-      return Stop::kNoMemory;
-    }
-  }
-
-  const TimeNs now = deps_.clock();
-  for (const auto idx : pending) {
-    if (unmoved[idx] >= config_.max_attempts) {
-      st.pinned += units[idx].pages;
-      pinned_.mark(pid, units[idx].addr, now);
+    if (s >= 0 && s != kUnset) return true;
+    if (s != kUnset && classify_status(s) == PageStatus::kNotPresent) {
+      b.st.not_present += u.pages;
+    } else if (s != kUnset && classify_status(s) == PageStatus::kPermission) {
+      b.st.permission += u.pages;
+      b.st.last_errno = -s;
     } else {
-      st.busy += units[idx].pages;
+      b.st.other += u.pages;
+      b.st.last_errno = s == kUnset ? 0 : -s;
+    }
+    return false;
+  });
+  return Stop::kNo;
+}
+
+// One move_pages call for every pending unit; what is left stays pending.
+MovePagesMover::Stop MovePagesMover::move_once(Batch& b, bool& out_of_memory) {
+  fill_addrs(b);
+  nodes_.assign(b.pending.size(), b.to_node);
+  const int flags = config_.move_shared ? MPOL_MF_MOVE_ALL : MPOL_MF_MOVE;
+  const auto m = deps_.move_pages(b.pid, addrs_, nodes_.data(), status_, flags);
+  ++b.st.calls;
+  out_of_memory = m.ret < 0 && m.err == ENOMEM;
+  if (m.ret < 0 && !out_of_memory) return give_up(b, m.err);
+  b.sift(status_, [&b, &out_of_memory](const MoveUnit& u, std::uint32_t idx, int s) {
+    if (s == b.to_node) {
+      b.add_moved(u);
+      return false;
+    }
+    if (s >= 0) {
+      ++b.unmoved[idx];
+      return true;
+    }
+    b.st.last_errno = -s;
+    switch (classify_status(s)) {
+      case PageStatus::kBusy:
+        return true;
+      case PageStatus::kNotPresent:
+        b.st.not_present += u.pages;
+        break;
+      case PageStatus::kNoMemory:
+        b.st.no_memory += u.pages;
+        out_of_memory = true;
+        break;
+      case PageStatus::kPermission:
+        b.st.permission += u.pages;
+        break;
+      case PageStatus::kOnNode:
+      case PageStatus::kOther:
+        b.st.other += u.pages;
+        break;
+    }
+    return false;
+  });
+  return Stop::kNo;
+}
+
+// The target node ran out of memory: demotion to it pauses, and pages of the
+// failed batch that moved before allocation failed are found and counted.
+MovePagesMover::Stop MovePagesMover::node_ran_full(Batch& b) {
+  b.st.last_errno = ENOMEM;
+  if (node_full_.latch(b.to_node, deps_.clock())) {
+    spdlog::warn(
+        "move_pages: node {} is full (ENOMEM moving pid {}); demotion to it stops for {} s; "
+        "free memory on node {} or lower the demotion watermark",
+        b.to_node, b.pid, config_.node_full_retry_ns / 1'000'000'000ULL, b.to_node);
+  }
+  if (!b.pending.empty()) {
+    if (const Stop stop = locate(b, false); stop != Stop::kNo) return stop;
+  }
+  b.count_pending(b.st.no_memory);
+  return Stop::kNoMemory;
+}
+
+// After the last attempt: a unit no call moved (and none called busy) is
+// pinned and skipped for a while; the others were busy and are tried again.
+void MovePagesMover::settle(Batch& b) {
+  const TimeNs now = deps_.clock();
+  for (const auto idx : b.pending) {
+    const MoveUnit& u = b.units[idx];
+    if (b.unmoved[idx] >= config_.max_attempts) {
+      b.st.pinned += u.pages;
+      pinned_.mark(b.pid, u.addr, now);
+    } else {
+      b.st.busy += u.pages;
     }
   }
-  pending.clear();
+  b.pending.clear();
+}
+
+MovePagesMover::Stop MovePagesMover::move_batch(Pid pid, std::span<const MoveUnit> units,
+                                                int to_node, bool located, MoveStats& st) {
+  Batch b(pid, to_node, units, st);
+  for (int attempt = 0;; ++attempt) {
+    // A located batch needs no first look: its caller has just read it.
+    if (attempt > 0 || !located) {
+      if (const Stop stop = locate(b, attempt == 0); stop != Stop::kNo) return stop;
+    }
+    if (b.pending.empty()) return Stop::kNo;
+    if (attempt >= config_.max_attempts) break;
+    bool out_of_memory = false;
+    if (const Stop stop = move_once(b, out_of_memory); stop != Stop::kNo) return stop;
+    if (out_of_memory) return node_ran_full(b);
+    if (b.pending.empty()) return Stop::kNo;
+  }
+  settle(b);
   return Stop::kNo;
 }
 
 MoveStats MovePagesMover::move(Pid pid, std::span<const AddrRange> ranges, int to_node) {
   MoveStats st;
   st.requested = count_pages(ranges);
-  if (st.requested == 0) return st;
-  const TimeNs now = deps_.clock();
-  if (node_full_.is_full(to_node, now)) {
-    st.no_memory = st.requested;
-    st.last_errno = ENOMEM;
-    return st;
+  if (st.requested == 0 || node_full_.is_full(to_node, deps_.clock())) {
+    return move_units(pid, {}, to_node, false, st);
   }
-
   std::vector<std::uint64_t> blocks;
   if (deps_.huge) {
     for (const auto& r : ranges) {
@@ -286,29 +298,42 @@ MoveStats MovePagesMover::move(Pid pid, std::span<const AddrRange> ranges, int t
       }
       blocks.insert(blocks.end(), found->begin(), found->end());
     }
-    std::sort(blocks.begin(), blocks.end());
-    blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+    std::ranges::sort(blocks);
+    const auto dup = std::ranges::unique(blocks);
+    blocks.erase(dup.begin(), dup.end());
   }
-  const auto units = split_units(ranges, blocks);
+  return move_units(pid, split_units(ranges, blocks), to_node, false, st);
+}
 
-  std::vector<MoveUnit> todo;
-  todo.reserve(units.size());
-  for (const auto& u : units) {
-    if (pinned_.contains(pid, u.addr, now)) {
-      st.pinned += u.pages;
-    } else {
-      todo.push_back(u);
-    }
+MoveStats MovePagesMover::move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
+                                       std::span<const std::uint64_t> huge_blocks) {
+  MoveStats st;
+  st.requested = count_pages(ranges);
+  auto units = split_units(ranges, huge_blocks, PartialHuge::kSkip, &st.partial_huge);
+  return move_units(pid, std::move(units), to_node, true, st);
+}
+
+MoveStats MovePagesMover::move_units(Pid pid, std::vector<MoveUnit> units, int to_node,
+                                     bool located, MoveStats st) {
+  if (st.requested == 0) return st;
+  const TimeNs now = deps_.clock();
+  if (node_full_.is_full(to_node, now)) {
+    st = MoveStats{.requested = st.requested, .no_memory = st.requested, .last_errno = ENOMEM};
+    return st;
   }
-
+  std::erase_if(units, [&](const MoveUnit& u) {
+    const bool pinned = pinned_.contains(pid, u.addr, now);
+    if (pinned) st.pinned += u.pages;
+    return pinned;
+  });
   const std::size_t batch = std::max<std::size_t>(1, config_.batch_units);
-  for (std::size_t off = 0; off < todo.size(); off += batch) {
+  for (std::size_t off = 0; off < units.size(); off += batch) {
     const auto this_batch =
-        std::span<const MoveUnit>(todo).subspan(off, std::min(batch, todo.size() - off));
-    const Stop stop = move_batch(pid, this_batch, to_node, st);
+        std::span<const MoveUnit>(units).subspan(off, std::min(batch, units.size() - off));
+    const Stop stop = move_batch(pid, this_batch, to_node, located, st);
     if (stop == Stop::kNo) continue;
     auto& counter = counter_for(stop, st);
-    for (std::size_t i = off + this_batch.size(); i < todo.size(); ++i) counter += todo[i].pages;
+    for (std::size_t i = off + this_batch.size(); i < units.size(); ++i) counter += units[i].pages;
     if (stop == Stop::kGone) pinned_.forget(pid);
     break;
   }

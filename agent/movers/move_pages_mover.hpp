@@ -1,9 +1,13 @@
 #pragma once
 // The mover that calls move_pages(2) itself: pages are first located (a status
-// query), those elsewhere are moved in batches within the migration budget,
-// failures are retried a few times, and every page ends in exactly one MoveStats
-// counter: requested == moved + already_there + busy + pinned + not_present +
-// gone + no_memory + permission + other.
+// query; move_located() skips it, its caller has just read them), those
+// elsewhere are moved in batches, failures are retried a few times, and every
+// page ends in exactly one MoveStats counter: requested == moved +
+// already_there + busy + pinned + not_present + gone + no_memory + permission +
+// other + partial_huge. The status queries after the first look are the
+// per-page statuses nothing else gives: which pages of a batch the kernel left
+// unwritten (a pinned page fails its whole batch) and which moved before the
+// node ran out of memory.
 //
 // Pinned vs busy: the kernel gives a long-term pinned page no status of its
 // own; migration of the batch holding it fails (the call returns a positive
@@ -28,7 +32,6 @@
 #include "agent/movers/mover.hpp"
 #include "agent/movers/node_full_latch.hpp"
 #include "agent/movers/pinned_set.hpp"
-#include "agent/movers/rate_limiter.hpp"
 
 namespace kvtier::agent {
 
@@ -37,9 +40,6 @@ struct MovePagesConfig {
   // sweep in bench/mover_bench.cpp is flat from 256 up (within the guest's
   // noise); 1024 keeps calls few and budget steps small (4 MiB of 4 KiB pages).
   std::size_t batch_units = 1024;
-  // Migration budget; 0 = unlimited. The burst is the most spent at once.
-  double rate_mib_s = 0.0;
-  double burst_mib = 64.0;
   // Move calls per batch before what is left counts as busy or pinned.
   int max_attempts = 3;
   // MPOL_MF_MOVE_ALL: also move pages shared with other processes (needs
@@ -57,7 +57,6 @@ struct MovePagesDeps {
   // nullptr: every page is moved as a small page.
   std::shared_ptr<HugePageProbe> huge = std::make_shared<KpageflagsHugeProbe>();
   Clock clock = monotonic_now;
-  Sleeper sleep = sleep_for_ns;
   HostPaths host;
 };
 
@@ -67,6 +66,8 @@ class MovePagesMover final : public Mover {
 
   [[nodiscard]] std::string_view name() const override { return "move_pages"; }
   MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) override;
+  MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
+                         std::span<const std::uint64_t> huge_blocks) override;
 
   PinnedSet& pinned() { return pinned_; }
   NodeFullLatch& node_full() { return node_full_; }
@@ -74,15 +75,24 @@ class MovePagesMover final : public Mover {
 
  private:
   enum class Stop : std::uint8_t { kNo, kGone, kNoMemory, kPermission, kOther };
+  struct Batch;
 
-  Stop move_batch(Pid pid, std::span<const MoveUnit> units, int to_node, MoveStats& st);
+  MoveStats move_units(Pid pid, std::vector<MoveUnit> units, int to_node, bool located,
+                       MoveStats st);
+  Stop move_batch(Pid pid, std::span<const MoveUnit> units, int to_node, bool located,
+                  MoveStats& st);
+  Stop locate(Batch& b, bool first);
+  Stop move_once(Batch& b, bool& out_of_memory);
+  Stop node_ran_full(Batch& b);
+  void settle(Batch& b);
+  void fill_addrs(const Batch& b);
+  Stop give_up(Batch& b, int err);
   Stop call_failed(Pid pid, int err, MoveStats& st);
   bool process_gone(Pid pid) const;
   static std::uint64_t& counter_for(Stop stop, MoveStats& st);
 
   MovePagesConfig config_;
   MovePagesDeps deps_;
-  RateLimiter limiter_;
   PinnedSet pinned_;
   NodeFullLatch node_full_;
   // Scratch buffers reused across batches.

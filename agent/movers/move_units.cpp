@@ -24,7 +24,8 @@ std::uint64_t count_pages(std::span<const AddrRange> ranges) {
 }
 
 std::vector<MoveUnit> split_units(std::span<const AddrRange> ranges,
-                                  std::span<const std::uint64_t> huge_blocks) {
+                                  std::span<const std::uint64_t> huge_blocks, PartialHuge partial,
+                                  std::uint64_t* skipped) {
   std::vector<MoveUnit> units;
   units.reserve(count_pages(ranges));
   for (const auto& r : ranges) {
@@ -33,15 +34,20 @@ std::vector<MoveUnit> split_units(std::span<const AddrRange> ranges,
     const std::uint64_t end = align_up(r.end, kPageSize);
     while (a < end) {
       const std::uint64_t block = align_down(a, kHugePageSize);
-      if (std::binary_search(huge_blocks.begin(), huge_blocks.end(), block)) {
-        const std::uint64_t stop = std::min(end, block + kHugePageSize);
-        units.push_back(
-            MoveUnit{.addr = block, .pages = static_cast<std::uint32_t>((stop - a) / kPageSize)});
-        a = stop;
-      } else {
+      if (!std::binary_search(huge_blocks.begin(), huge_blocks.end(), block)) {
         units.push_back(MoveUnit{.addr = a, .pages = 1});
         a += kPageSize;
+        continue;
       }
+      const std::uint64_t stop = std::min(end, block + kHugePageSize);
+      const auto pages = static_cast<std::uint32_t>((stop - a) / kPageSize);
+      const bool whole = a == block && stop == block + kHugePageSize;
+      if (whole || partial == PartialHuge::kWhole) {
+        units.push_back(MoveUnit{.addr = block, .pages = pages});
+      } else if (skipped != nullptr) {
+        *skipped += pages;
+      }
+      a = stop;
     }
   }
   return units;

@@ -20,11 +20,17 @@ struct MoveUnit {
   friend bool operator==(const MoveUnit&, const MoveUnit&) = default;
 };
 
-// Page-aligns each range (start down, end up) and cuts it into units; a huge
-// block that a range only partly covers still becomes one unit (the kernel
-// would move the whole folio anyway) counting only the covered pages.
+// What to do with a huge block a range covers only partly.
+enum class PartialHuge : std::uint8_t {
+  kWhole,  // one unit counting only the covered pages (the kernel moves the whole folio)
+  kSkip,   // no unit: its covered pages are counted in `skipped`
+};
+
+// Page-aligns each range (start down, end up) and cuts it into units.
 std::vector<MoveUnit> split_units(std::span<const AddrRange> ranges,
-                                  std::span<const std::uint64_t> huge_blocks);
+                                  std::span<const std::uint64_t> huge_blocks,
+                                  PartialHuge partial = PartialHuge::kWhole,
+                                  std::uint64_t* skipped = nullptr);
 
 // Pages in the page-aligned ranges.
 std::uint64_t count_pages(std::span<const AddrRange> ranges);

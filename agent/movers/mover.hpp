@@ -1,8 +1,10 @@
 #pragma once
 // The interface every way of moving pages implements (batched move_pages,
 // DAMOS schemes, dry run). Movers never copy data themselves: the kernel moves
-// each page and its mapping at once.
+// each page and its mapping at once. The migration budget is the caller's
+// (the control loop's token bucket): a mover moves what it is given at once.
 
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -20,7 +22,18 @@ class Mover {
   [[nodiscard]] virtual std::string_view name() const = 0;
   // Moves the pages of `pid` in `ranges` to `to_node`, classifying every page's
   // outcome. Never throws; a process that exits mid-call shows up as `gone`.
+  // The mover first looks where the pages are and which are huge.
   virtual MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) = 0;
+  // The same for a caller that has just read where the pages are (the control
+  // loop's residency phase, ResidencyReader::map): the ranges lie on another
+  // node than `to_node`, and `huge_blocks` (sorted) are the 2 MiB blocks a huge
+  // folio backs. A mover may skip its own first look; a huge page the ranges
+  // cover only partly is not moved (moving its head would move all of it).
+  virtual MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
+                                 std::span<const std::uint64_t> huge_blocks) {
+    (void)huge_blocks;
+    return move(pid, ranges, to_node);
+  }
 };
 
 }  // namespace kvtier::agent

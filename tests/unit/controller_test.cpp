@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/daemon/telemetry.hpp"
+#include "agent/daemon/views.hpp"
 #include "fixture.hpp"
 #include "policy/config.hpp"
 
@@ -106,9 +107,27 @@ struct MoveCall {
   int node = -1;
 };
 
+// Which 2 MiB blocks of each process are huge pages, as the test says.
+class FakeHugePages final : public HugePageProbe {
+ public:
+  Result<std::vector<std::uint64_t>> huge_blocks(Pid pid, AddrRange range) override {
+    std::vector<std::uint64_t> out;
+    for (const auto b : blocks[pid]) {
+      if (b < range.end && range.start < b + kHugePageSize) out.push_back(b);
+    }
+    return out;
+  }
+  std::map<Pid, std::vector<std::uint64_t>> blocks;
+};
+
 class RecordingMover final : public Mover {
  public:
   explicit RecordingMover(FakeMemory& mem) : mem_(mem) {}
+  MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
+                         std::span<const std::uint64_t> huge) override {
+    located_huge.assign(huge.begin(), huge.end());
+    return move(pid, ranges, to_node);
+  }
   [[nodiscard]] std::string_view name() const override { return "recording"; }
   MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) override {
     calls.push_back({.pid = pid, .ranges = {ranges.begin(), ranges.end()}, .node = to_node});
@@ -122,6 +141,7 @@ class RecordingMover final : public Mover {
     return st;
   }
   std::vector<MoveCall> calls;
+  std::vector<std::uint64_t> located_huge;  // what the loop said at the last move
 
  private:
   FakeMemory& mem_;
@@ -208,21 +228,23 @@ bool overlaps(AddrRange a, AddrRange b) {
 struct Loop {
   Fixture host = make_host();
   FakeMemory mem;
+  std::shared_ptr<FakeHugePages> huge = std::make_shared<FakeHugePages>();
   ScriptedSource* source = nullptr;  // owned by the controller
   RecordingMover* mover = nullptr;   // owned by the controller
   Telemetry telemetry;
   std::unique_ptr<Controller> ctl;
+  TimeNs last_step = 0;
 
   explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
                 SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig) {
     mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
     mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
-    ControllerDeps deps{.paths = host.paths(), .query = mem.query_fn(), .self = 1};
+    ControllerDeps deps{
+        .paths = host.paths(), .residency = ResidencyReader(mem.query_fn(), 4096, huge), .self = 1};
     if (with_source) {
       auto s = std::make_unique<ScriptedSource>(source_kind, std::move(script));
       source = s.get();
-      deps.source = std::move(s);
-      deps.source_reason = "scripted";
+      deps.sources.push_back({.source = std::move(s), .reason = "scripted"});
     }
     auto m = std::make_unique<RecordingMover>(mem);
     mover = m.get();
@@ -231,8 +253,20 @@ struct Loop {
   }
 
   void step(TimeNs now, bool paused = false) {
+    last_step = now;
     auto ok = ctl->step(StepContext{.now = now, .paused = paused}, telemetry);
     ASSERT_TRUE(ok) << ok.error().message;
+  }
+  // The views, as the control socket shows them.
+  [[nodiscard]] nlohmann::json targets(TimeNs now) const { return targets_json(ctl->state(), now); }
+  [[nodiscard]] nlohmann::json describe(bool full) const {
+    return agent::describe(ctl->state(), full, last_step);
+  }
+  [[nodiscard]] Result<nlohmann::json> explain(Pid pid, TimeNs now) const {
+    return agent::explain(ctl->state(), pid, now);
+  }
+  [[nodiscard]] Result<nlohmann::json> heatmap(Pid pid, std::size_t bins, TimeNs now) const {
+    return agent::heatmap(ctl->state(), pid, bins, now);
   }
   // Steps at t0, t0 + 1 s, ... up to and including `last`.
   void steps_until(TimeNs last, TimeNs from = kT0) {
@@ -243,8 +277,8 @@ struct Loop {
 TEST(Controller, OnlyTheSelectedProcessBecomesATarget) {
   Loop loop;
   loop.step(kT0);
-  EXPECT_EQ(loop.ctl->target_count(), 1U);
-  const auto targets = loop.ctl->targets_json(kT0);
+  EXPECT_EQ(loop.ctl->state().targets.size(), 1U);
+  const auto targets = loop.targets(kT0);
   ASSERT_EQ(targets.size(), 1U);
   EXPECT_EQ(targets[0]["pid"], kServer);
   EXPECT_EQ(targets[0]["comm"], "vllm");
@@ -272,7 +306,7 @@ TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
   EXPECT_EQ(call.pid, kServer);
   EXPECT_EQ(call.node, 1);
   EXPECT_EQ(call.ranges, std::vector<AddrRange>{kCold});
-  EXPECT_EQ(loop.ctl->moved_total().bytes_moved, 2 * kMiB);
+  EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 2 * kMiB);
   EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
   EXPECT_EQ(loop.telemetry.value("kvtier_pages_moved_total", {{"node", "1"}, {"status", "moved"}}),
             512)
@@ -280,7 +314,7 @@ TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
 
   // The next step reads the new residency back from the query.
   loop.step(kT0 + 11 * kSec);
-  const auto t = loop.ctl->targets_json(kT0 + 11 * kSec)[0];
+  const auto t = loop.targets(kT0 + 11 * kSec)[0];
   EXPECT_EQ(t["resident_bytes_per_node"]["0"], 2 * kMiB);
   EXPECT_EQ(t["resident_bytes_per_node"]["1"], 2 * kMiB);
   EXPECT_EQ(t["moved_bytes"], 2 * kMiB);
@@ -309,7 +343,7 @@ TEST(Controller, PausedPlansButMovesNothing) {
   loop.steps_until(kT0 + 9 * kSec);
   loop.step(kT0 + 10 * kSec, /*paused=*/true);
   EXPECT_TRUE(loop.mover->calls.empty());
-  const auto st = loop.ctl->describe(true);
+  const auto st = loop.describe(true);
   EXPECT_EQ(st["last_plan"]["moves"], 1);
   EXPECT_EQ(st["last_plan"]["demote_bytes"], 2 * kMiB);
   ASSERT_EQ(st["last_plan"]["detail"].size(), 1U);
@@ -325,22 +359,22 @@ TEST(Controller, PausedPlansButMovesNothing) {
 TEST(Controller, WithoutASourceNothingIsDemoted) {
   Loop loop(hot_and_warm, /*with_source=*/false);
   loop.steps_until(kT0 + 30 * kSec);
-  EXPECT_EQ(loop.ctl->target_count(), 1U);
+  EXPECT_EQ(loop.ctl->state().targets.size(), 1U);
   EXPECT_TRUE(loop.mover->calls.empty()) << "every page looks idle without a source";
-  EXPECT_EQ(loop.ctl->describe(false)["source"], nullptr);
+  EXPECT_EQ(loop.describe(false)["source"], nullptr);
 }
 
 TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
   Loop loop;
   loop.steps_until(kT0 + 2 * kSec);
-  ASSERT_EQ(loop.ctl->target_count(), 1U);
+  ASSERT_EQ(loop.ctl->state().targets.size(), 1U);
   loop.host.remove("proc/" + std::to_string(kServer));
   loop.mem.node_of_page.erase(kServer);
   loop.step(kT0 + 3 * kSec);
-  EXPECT_EQ(loop.ctl->target_count(), 0U);
-  EXPECT_TRUE(loop.ctl->targets_json(kT0 + 3 * kSec).empty());
+  EXPECT_EQ(loop.ctl->state().targets.size(), 0U);
+  EXPECT_TRUE(loop.targets(kT0 + 3 * kSec).empty());
   EXPECT_TRUE(loop.source->targets.empty()) << "the source stops watching it";
-  auto ex = loop.ctl->explain(kServer, kT0 + 3 * kSec);
+  auto ex = loop.explain(kServer, kT0 + 3 * kSec);
   ASSERT_FALSE(ex);
   EXPECT_EQ(ex.error().code, ESRCH);
   EXPECT_THAT(ex.error().message, HasSubstr("is not a target"));
@@ -353,10 +387,10 @@ TEST(Controller, ApplyConfigWithANewSelectorRematches) {
   loop.steps_until(kT0 + 2 * kSec);
   loop.ctl->apply_config(compile(with_selector("^bash")));
   // Between the reload and the next step the old target is already gone.
-  EXPECT_EQ(loop.ctl->target_count(), 0U);
-  EXPECT_TRUE(loop.ctl->targets_json(kT0 + 2 * kSec).empty());
+  EXPECT_EQ(loop.ctl->state().targets.size(), 0U);
+  EXPECT_TRUE(loop.targets(kT0 + 2 * kSec).empty());
   loop.step(kT0 + 3 * kSec);
-  const auto targets = loop.ctl->targets_json(kT0 + 3 * kSec);
+  const auto targets = loop.targets(kT0 + 3 * kSec);
   ASSERT_EQ(targets.size(), 1U);
   EXPECT_EQ(targets[0]["pid"], kShell);
   EXPECT_EQ(loop.source->targets, std::vector<Pid>{kShell});
@@ -371,7 +405,7 @@ TEST(Controller, ApplyConfigKeepsTheHeatOfTargetsThatStay) {
   text.replace(text.find("\"inference\""), 11, "\"inference2\"");
   text.replace(text.find("\"1s\""), 4, "\"2s\"");
   loop.ctl->apply_config(compile(text));
-  const auto targets = loop.ctl->targets_json(kT0 + 5 * kSec);
+  const auto targets = loop.targets(kT0 + 5 * kSec);
   ASSERT_EQ(targets.size(), 1U);
   EXPECT_EQ(targets[0]["group"], "inference2");
   EXPECT_EQ(targets[0]["tracked_bytes"], 4 * kMiB);
@@ -395,7 +429,7 @@ TEST(Controller, ApplyConfigWithAnotherHalfLifeStartsTheHeatAfresh) {
 TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
   Loop loop;
   loop.steps_until(kT0 + 10 * kSec);
-  auto ex = loop.ctl->explain(kServer, kT0 + 10 * kSec);
+  auto ex = loop.explain(kServer, kT0 + 10 * kSec);
   ASSERT_TRUE(ex) << ex.error().message;
   EXPECT_EQ((*ex)["comm"], "vllm");
   EXPECT_EQ((*ex)["group"], "inference");
@@ -419,12 +453,12 @@ TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
   // Then the cold part sits on the slow node: first held by min_residence
   // (the planner's first rule), then because it is not hot enough to return.
   loop.steps_until(kT0 + 12 * kSec, kT0 + 11 * kSec);
-  ex = loop.ctl->explain(kServer, kT0 + 12 * kSec);
+  ex = loop.explain(kServer, kT0 + 12 * kSec);
   ASSERT_TRUE(ex);
   EXPECT_EQ((*ex)["ranges"].back()["node"], 1);
   EXPECT_EQ((*ex)["ranges"].back()["why"], "moved less than min_residence 30s ago");
   loop.steps_until(kT0 + 41 * kSec, kT0 + 13 * kSec);
-  ex = loop.ctl->explain(kServer, kT0 + 41 * kSec);
+  ex = loop.explain(kServer, kT0 + 41 * kSec);
   ASSERT_TRUE(ex);
   const auto& last = (*ex)["ranges"].back();
   EXPECT_EQ(last["node"], 1);
@@ -434,7 +468,7 @@ TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
 TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
   Loop loop;
   loop.steps_until(kT0 + 7 * kSec);
-  auto hm = loop.ctl->heatmap(kServer, 4, kT0 + 7 * kSec);
+  auto hm = loop.heatmap(kServer, 4, kT0 + 7 * kSec);
   ASSERT_TRUE(hm) << hm.error().message;
   EXPECT_EQ((*hm)["interval_s"], 1.0);
   ASSERT_EQ((*hm)["vmas"].size(), 1U);
@@ -452,7 +486,7 @@ TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
   EXPECT_GT(history[7][0].get<float>(), history[0][0].get<float>()) << "the hot MiB warms up";
   EXPECT_EQ(history[4][20].get<float>(), 0.0F) << "warm MiB before t0 + 5 s";
   EXPECT_GT(history[5][20].get<float>(), 0.0F) << "warm MiB at t0 + 5 s";
-  EXPECT_FALSE(loop.ctl->heatmap(kShell, 4, kT0 + 7 * kSec));
+  EXPECT_FALSE(loop.heatmap(kShell, 4, kT0 + 7 * kSec));
 }
 
 TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
@@ -471,17 +505,64 @@ TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
     SCOPED_TRACE(policy::source_name(kind));
     Loop loop(regions, true, kind);
     loop.steps_until(kT0 + 10 * kSec);
-    const auto t = loop.ctl->targets_json(kT0 + 10 * kSec)[0];
+    const auto t = loop.targets(kT0 + 10 * kSec)[0];
     EXPECT_EQ(t["tracked_bytes"], 4 * kMiB) << t.dump();
     ASSERT_EQ(loop.mover->calls.size(), 1U);
     EXPECT_EQ(loop.mover->calls[0].ranges, (std::vector<AddrRange>{{kWarm.start, kCold.end}}));
-    auto ex = loop.ctl->explain(kServer, kT0 + 10 * kSec);
+    auto ex = loop.explain(kServer, kT0 + 10 * kSec);
     ASSERT_TRUE(ex);
     for (const auto& run : (*ex)["ranges"]) {
       EXPECT_GE(run["start"].get<std::uint64_t>(), kPool) << run.dump();
       EXPECT_LE(run["end"].get<std::uint64_t>(), kCold.end) << run.dump();
     }
   }
+}
+
+TEST(Controller, AHugePageIsPlannedWholeOrNotAtAll) {
+  // The first 2 MiB of the pool (the hot MiB and the warm MiB) are one huge
+  // page. The residency reader says so, the heat table plans it as one unit
+  // at its hottest page's heat, so the warm MiB, idle since t0 + 5 s, never
+  // goes alone (moving it would move the hot MiB too); the cold 2 MiB go.
+  Loop loop;
+  loop.huge->blocks[kServer] = {kPool};
+  loop.steps_until(kT0 + 60 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+  EXPECT_EQ(loop.mover->located_huge, std::vector<std::uint64_t>{kPool});
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 0), kMiB);
+  auto ex = loop.explain(kServer, kT0 + 60 * kSec);
+  ASSERT_TRUE(ex);
+  EXPECT_EQ((*ex)["ranges"][0]["start"], kPool);
+  EXPECT_EQ((*ex)["ranges"][0]["end"], kPool + 2 * kMiB) << "one unit: " << ex->dump();
+  EXPECT_THAT((*ex)["ranges"][0]["why"].get<std::string>(), StartsWith("hot: heat "));
+
+  // Split again (khugepaged or a partial munmap): the warm MiB goes alone.
+  loop.huge->blocks[kServer].clear();
+  loop.step(kT0 + 61 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 2U);
+  EXPECT_EQ(loop.mover->calls[1].ranges, std::vector<AddrRange>{kWarm});
+}
+
+TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
+  // 64 KiB/s with a 2 MiB burst. The cold 2 MiB go at t0 + 10 s and empty the
+  // bucket; the warm MiB, cold from t0 + 15 s, then moves exactly as fast as
+  // the bucket refills (the mover itself never waits).
+  std::string text(kConfig);
+  text.replace(text.find("min_free = \"0B\""), 15,
+               "min_free = \"0B\"\nmigrate_rate = \"64KiB/s\"\nmigrate_burst = \"2MiB\"");
+  Loop loop(hot_and_warm, true, SourceKind::kFault, text);
+  constexpr std::uint64_t kKiB = 1024;
+  loop.steps_until(kT0 + 14 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+  EXPECT_EQ(loop.describe(false)["budget_bytes"], 256 * kKiB) << "4 s of refill since";
+  loop.step(kT0 + 15 * kSec);
+  EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 2 * kMiB + 320 * kKiB);
+  loop.steps_until(kT0 + 25 * kSec, kT0 + 16 * kSec);
+  EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 2 * kMiB + 960 * kKiB);
+  loop.step(kT0 + 26 * kSec);
+  EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 3 * kMiB);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
 }
 
 TEST(Controller, ShutdownStopsTheSourceOnce) {

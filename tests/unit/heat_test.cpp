@@ -120,6 +120,24 @@ TEST(Heat, HugeChunkIsOneUnitWithItsHottestPage) {
   EXPECT_EQ(units[1].range.bytes(), kPageSize);
 }
 
+TEST(Heat, HugeBlocksFromTheResidencyReaderReplaceTheFlags) {
+  HeatTable t;
+  t.track({kBase, kBase + 3 * kHugePageSize}, 0, kSec);
+  const std::uint64_t first_two[] = {kBase, kBase + kHugePageSize};
+  t.set_huge_blocks(first_two);
+  auto huge_units = [&t] {
+    std::size_t n = 0;
+    t.for_each_unit(kSec, [&](const HeatUnit& u) { n += u.huge ? 1 : 0; });
+    return n;
+  };
+  EXPECT_EQ(huge_units(), 2U);
+  const std::uint64_t last[] = {kBase + 2 * kHugePageSize};
+  t.set_huge_blocks(last);
+  EXPECT_EQ(huge_units(), 1U) << "the first two were split since";
+  EXPECT_TRUE(t.at(kBase + 2 * kHugePageSize, kSec)->huge);
+  EXPECT_FALSE(t.at(kBase, kSec)->huge);
+}
+
 TEST(Heat, RegionsSplitOnReportsAndMergeWhenAlike) {
   HeatTable t({.half_life = 10 * kSec, .granularity = Granularity::kRegion});
   t.track({kBase, kBase + 100 * kPageSize}, 0, 0);

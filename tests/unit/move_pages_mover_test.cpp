@@ -19,7 +19,7 @@ constexpr Pid kPid = 4242;
 
 std::uint64_t accounted(const MoveStats& s) {
   return s.moved + s.already_there + s.busy + s.pinned + s.not_present + s.gone + s.no_memory +
-         s.permission + s.other;
+         s.permission + s.other + s.partial_huge;
 }
 
 class FixedHugeProbe final : public HugePageProbe {
@@ -40,18 +40,12 @@ class FixedHugeProbe final : public HugePageProbe {
 struct Harness {
   FakeKernel kernel;
   TimeNs now = 1'000'000'000;
-  TimeNs slept = 0;
 
   MovePagesMover make(MovePagesConfig cfg, std::shared_ptr<HugePageProbe> huge = nullptr,
                       HostPaths host = {}) {
     return MovePagesMover(cfg, MovePagesDeps{.move_pages = kernel.fn(),
                                              .huge = std::move(huge),
                                              .clock = [this] { return now; },
-                                             .sleep =
-                                                 [this](TimeNs ns) {
-                                                   slept += ns;
-                                                   now += ns;
-                                                 },
                                              .host = std::move(host)});
   }
 };
@@ -266,39 +260,42 @@ TEST(MovePagesMover, HugePagesMoveAsOneUnit) {
   EXPECT_EQ(h.kernel.move_sizes[0], 17U) << "the huge page is passed once, by its head";
 }
 
-TEST(MovePagesMover, RateLimitSpreadsMovesOverTime) {
+TEST(MovePagesMover, LocatedMovesSkipTheFirstLook) {
+  // The control loop has just read where these pages are: no status query
+  // before the move, one move call per batch.
   Harness h;
-  h.kernel.map(kBase, 2048, 0);  // 8 MiB
-  auto mover = h.make({.batch_units = 256, .rate_mib_s = 4.0, .burst_mib = 1.0});
-  const AddrRange r[] = {pages_at(0, 2048)};
-  const TimeNs start = h.now;
-  const auto st = mover.move(kPid, r, 1);
-  EXPECT_EQ(st.moved, 2048U);
-  // 1 MiB of burst, then 7 MiB at 4 MiB/s.
-  EXPECT_NEAR(static_cast<double>(h.now - start) / 1e9, 1.75, 0.01);
-  EXPECT_EQ(st.throttled_ns, h.slept);
+  h.kernel.map(kBase, 1000, 0);
+  auto mover = h.make({.batch_units = 256});
+  const AddrRange r[] = {pages_at(0, 1000)};
+  const auto st = mover.move_located(kPid, r, 1, {});
+  EXPECT_EQ(st.moved, 1000U);
+  EXPECT_EQ(accounted(st), st.requested);
+  EXPECT_EQ(st.calls, 4U);
+  EXPECT_EQ(h.kernel.calls, h.kernel.move_calls) << "no query";
 }
 
-TEST(MovePagesMover, PagesAlreadyThereCostNoBudget) {
+TEST(MovePagesMover, LocatedMovesLeaveAPartlyCoveredHugePage) {
+  // Block 0 is huge and the plan covers 17 of its pages: moving its head
+  // would move all 512, so it stays. Block 1 is huge and covered whole.
   Harness h;
-  h.kernel.map(kBase, 2048, 1);
-  auto mover = h.make({.batch_units = 256, .rate_mib_s = 1.0, .burst_mib = 1.0});
-  const AddrRange r[] = {pages_at(0, 2048)};
-  const auto st = mover.move(kPid, r, 1);
-  EXPECT_EQ(st.already_there, 2048U);
-  EXPECT_EQ(h.slept, 0U);
-}
-
-TEST(RateLimiter, TokenBucket) {
-  RateLimiter rl(1024.0 * 1024.0, 1024.0 * 1024.0, 0);
-  EXPECT_EQ(rl.reserve(1 << 20, 0), 0U);
-  EXPECT_NEAR(static_cast<double>(rl.reserve(512 << 10, 0)), 0.5e9, 1e3);
-  // Half a second later the debt is paid; nothing to wait for 0 bytes.
-  EXPECT_EQ(rl.reserve(0, 500'000'000), 0U);
-  // The bucket never holds more than the burst.
-  EXPECT_NEAR(static_cast<double>(rl.reserve(2 << 20, 100'000'000'000ULL)), 1e9, 1e3);
-  RateLimiter unlimited(0, 0, 0);
-  EXPECT_EQ(unlimited.reserve(1ULL << 40, 0), 0U);
+  const std::uint64_t b0 = kBase;
+  const std::uint64_t b1 = kBase + kHugePageSize;
+  for (const auto b : {b0, b1}) {
+    h.kernel.node_of[b] = 0;
+    h.kernel.pages_of[b] = 512;
+  }
+  auto mover = h.make({});
+  const AddrRange r[] = {pages_at(495, 17 + 512)};
+  const std::uint64_t huge[] = {b0, b1};
+  const auto st = mover.move_located(kPid, r, 1, huge);
+  EXPECT_EQ(st.requested, 529U);
+  EXPECT_EQ(st.partial_huge, 17U);
+  EXPECT_EQ(st.moved, 512U);
+  EXPECT_EQ(accounted(st), st.requested);
+  EXPECT_EQ(h.kernel.node_of[b0], 0) << "the partly planned huge page stays";
+  EXPECT_EQ(h.kernel.node_of[b1], 1);
+  ASSERT_EQ(h.kernel.move_sizes.size(), 1U);
+  EXPECT_EQ(h.kernel.move_sizes[0], 1U) << "the whole huge page by its head";
 }
 
 TEST(PinnedSet, MarkExpireForget) {
@@ -348,6 +345,13 @@ TEST(SplitUnits, SmallAndHugePages) {
   EXPECT_EQ(u2.back(), (MoveUnit{.addr = b + 2 * kHugePageSize, .pages = 512}));
   const AddrRange empty[] = {AddrRange{.start = b, .end = b}};
   EXPECT_TRUE(split_units(empty, {}).empty());
+  // Skipping partly covered huge blocks: their covered pages are counted.
+  std::uint64_t skipped = 0;
+  const auto u3 = split_units(r, huge, PartialHuge::kSkip, &skipped);
+  ASSERT_EQ(u3.size(), 2U);
+  EXPECT_EQ(skipped, 10U);
+  EXPECT_EQ(split_units(whole, two, PartialHuge::kSkip, &skipped).size(), u2.size());
+  EXPECT_EQ(skipped, 10U) << "whole huge blocks are not skipped";
 }
 
 TEST(DryRunMover, CountsAndMovesNothing) {

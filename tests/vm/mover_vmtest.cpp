@@ -55,7 +55,7 @@ void print_stats(std::string_view label, const MoveStats& s) {
 
 std::uint64_t accounted(const MoveStats& s) {
   return s.moved + s.already_there + s.busy + s.pinned + s.not_present + s.gone + s.no_memory +
-         s.permission + s.other;
+         s.permission + s.other + s.partial_huge;
 }
 
 // An anonymous buffer whose start is 2 MiB aligned.
@@ -196,19 +196,6 @@ int case_integrity() {
   fmt::print("integrity: bytes differing: {} while moving, {} at the end\n", bad_live, bad_end);
   check(bad_live == 0 && bad_end == 0, "zero bytes differ");
   check(total.moved > 0, "pages moved");
-
-  // The migration budget, on the real kernel: 64 MiB at 16 MiB/s with a 4 MiB
-  // burst cannot take less than 3.75 s (unlimited, the guest moves it in ~1 s).
-  MovePagesMover limited({.rate_mib_s = 16.0, .burst_mib = 4.0});
-  const auto t0 = Clock::now();
-  const auto st = limited.move(self, ranges, 1);
-  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  const double rate = static_cast<double>(st.bytes_moved) / (1 << 20) / secs;
-  fmt::print(
-      "budget: {} MiB moved in {:.2f} s = {:.1f} MiB/s (budget 16 MiB/s, throttled {:.2f} s)\n",
-      st.bytes_moved >> 20, secs, rate, static_cast<double>(st.throttled_ns) / 1e9);
-  check(st.moved == st.requested, "the budgeted move moved everything");
-  check(secs >= 3.7, "the budget held the move to at most 16 MiB/s after the burst");
   return 0;
 }
 
@@ -231,8 +218,8 @@ int case_gone(bool reap) {
   if (read(fds[0], &addr, sizeof addr) != sizeof addr) return 1;
   std::thread reaper;
   if (reap) reaper = std::thread([child] { waitpid(child, nullptr, 0); });
-  // Small batches and a budget so the move outlasts the child.
-  MovePagesMover mover({.batch_units = 64, .rate_mib_s = 40.0, .burst_mib = 1.0});
+  // Small batches: 64 MiB take the guest about a second, the child lives 0.3 s.
+  MovePagesMover mover({.batch_units = 64});
   const AddrRange r[] = {{.start = addr, .end = addr + kBytes}};
   const auto st = mover.move(child, r, 1);
   print_stats(reap ? "gone (reaped)" : "gone (zombie)", st);

@@ -1,0 +1,125 @@
+#include "agent/daemon/target_set.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "agent/host/procfs.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+// Mappings smaller than this are not worth tracking (stacks of threads,
+// small heaps): the KV cache lives in large anonymous pools.
+constexpr std::uint64_t kMinVmaBytes = 1ULL << 20;
+
+// Parts of `old_ranges` that no range of `new_ranges` covers (both sorted, disjoint).
+std::vector<AddrRange> subtract(const std::vector<AddrRange>& old_ranges,
+                                const std::vector<AddrRange>& new_ranges) {
+  std::vector<AddrRange> out;
+  for (const auto& o : old_ranges) {
+    std::uint64_t cur = o.start;
+    for (const auto& n : new_ranges) {
+      if (n.end <= cur || n.start >= o.end) continue;
+      if (n.start > cur) out.push_back({cur, n.start});
+      cur = std::max(cur, n.end);
+    }
+    if (cur < o.end) out.push_back({cur, o.end});
+  }
+  return out;
+}
+
+}  // namespace
+
+TargetSet::TargetSet(HostPaths paths, Pid self) : paths_(std::move(paths)), self_(self) {}
+
+bool TargetSet::discover(const policy::CompiledConfig& config, const HeatParamsFn& params) {
+  std::set<Pid> seen;
+  bool changed = false;
+  for (Pid pid : list_pids(paths_)) {
+    if (pid == self_) continue;
+    auto info = read_process(paths_, pid);
+    if (!info || info->cmdline.empty()) continue;  // gone, or a kernel thread
+    auto group = config.group_of(*info);
+    if (!group) continue;
+    seen.insert(pid);
+    auto it = targets_.find(pid);
+    if (it != targets_.end() && it->second.group == *group) continue;
+    if (it == targets_.end()) {
+      spdlog::info("target {} ({}) joins group '{}'", pid, info->comm,
+                   config.config.groups[*group].name);
+    }
+    targets_[pid] = Target{.pid = pid,
+                           .group = *group,
+                           .comm = info->comm,
+                           .heat = std::make_unique<policy::HeatTable>(params(*group))};
+    changed = true;
+  }
+  changed |= std::erase_if(targets_, [&seen](const auto& kv) {
+               if (seen.contains(kv.first)) return false;
+               spdlog::info("target {} ({}) is gone", kv.first, kv.second.comm);
+               return true;
+             }) > 0;
+  return changed;
+}
+
+bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn& params) {
+  bool left = false;
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    Target& t = it->second;
+    auto info = read_process(paths_, t.pid);
+    const auto group = info ? config.group_of(*info) : std::nullopt;
+    if (!group) {
+      spdlog::info("target {} ({}) is no longer selected", t.pid, t.comm);
+      it = targets_.erase(it);
+      left = true;
+      continue;
+    }
+    t.group = *group;
+    // Heat is the process's, whatever its group; only a table whose decay no
+    // longer matches the group's half-life starts again.
+    const auto p = params(*group);
+    if (t.heat->decay().half_life() != p.half_life) {
+      t.heat = std::make_unique<policy::HeatTable>(p);
+      t.vmas.clear();
+      t.history.clear();
+    }
+    ++it;
+  }
+  return left;
+}
+
+void TargetSet::track_vmas(TimeNs now) {
+  for (auto& [pid, t] : targets_) {
+    auto maps = read_maps(paths_, pid);
+    if (!maps) continue;  // gone: discover() drops it next step
+    std::vector<AddrRange> vmas;
+    for (const auto& e : *maps) {
+      if (is_movable_anon(e) && e.range.bytes() >= kMinVmaBytes) vmas.push_back(e.range);
+    }
+    for (const auto& r : subtract(t.vmas, vmas)) t.heat->untrack(r);
+    for (const auto& r : subtract(vmas, t.vmas)) t.heat->track(r, -1, now);
+    t.vmas = std::move(vmas);
+  }
+}
+
+const Target* TargetSet::find(Pid pid) const {
+  auto it = targets_.find(pid);
+  return it == targets_.end() ? nullptr : &it->second;
+}
+
+Target* TargetSet::find(Pid pid) {
+  auto it = targets_.find(pid);
+  return it == targets_.end() ? nullptr : &it->second;
+}
+
+std::vector<Pid> TargetSet::pids() const {
+  std::vector<Pid> out;
+  out.reserve(targets_.size());
+  for (const auto& [pid, t] : targets_) out.push_back(pid);
+  return out;
+}
+
+}  // namespace kvtier::agent

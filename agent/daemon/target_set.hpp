@@ -1,0 +1,71 @@
+#pragma once
+// Which processes are targets: those the config's selectors pick from /proc
+// (kvtierd itself and kernel threads never), each with its group, its comm,
+// the anonymous mappings tracked in its heat table, and what the loop keeps
+// about it between steps.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/host/host_paths.hpp"
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+
+struct Target {
+  Pid pid = 0;
+  std::size_t group = 0;  // index into Config::groups
+  std::string comm;
+  std::vector<AddrRange> vmas;  // tracked anonymous mappings, sorted
+  std::unique_ptr<policy::HeatTable> heat;
+  // From the last residency read (ResidencyReader::map).
+  std::map<int, std::uint64_t> bytes_per_node;
+  std::uint64_t not_present_bytes = 0;
+  std::vector<std::uint64_t> huge_blocks;
+  MoveStats moved;
+  std::vector<PlannedMove> last_moves;
+  // Heat per address bin at each step, newest last (for `heatmap`).
+  std::deque<std::vector<float>> history;
+};
+
+// The heat model a target of a group gets (half-life, granularity).
+using HeatParamsFn = std::function<policy::HeatParams(std::size_t group)>;
+
+class TargetSet {
+ public:
+  TargetSet(HostPaths paths, Pid self);
+
+  // Reads /proc: processes the config selects join (a target whose group
+  // changed starts afresh), those gone or no longer selected leave. True when
+  // the set of pids changed.
+  bool discover(const policy::CompiledConfig& config, const HeatParamsFn& params);
+  // A new config: targets it no longer selects leave now; the others take
+  // their new group and keep their heat unless their half-life changed (then
+  // the table starts afresh and the mappings are tracked again next step).
+  // True when a target left.
+  bool rematch(const policy::CompiledConfig& config, const HeatParamsFn& params);
+  // Tracks each target's movable anonymous mappings of 1 MiB or more
+  // (/proc/PID/maps) in its heat table, and untracks those that went.
+  void track_vmas(TimeNs now);
+
+  [[nodiscard]] const std::map<Pid, Target>& all() const { return targets_; }
+  [[nodiscard]] std::map<Pid, Target>& all() { return targets_; }
+  [[nodiscard]] const Target* find(Pid pid) const;
+  [[nodiscard]] Target* find(Pid pid);
+  [[nodiscard]] std::size_t size() const { return targets_.size(); }
+  [[nodiscard]] std::vector<Pid> pids() const;
+
+ private:
+  HostPaths paths_;
+  Pid self_;
+  std::map<Pid, Target> targets_;
+};
+
+}  // namespace kvtier::agent

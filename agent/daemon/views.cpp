@@ -1,0 +1,224 @@
+#include "agent/daemon/views.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+#include <set>
+
+#include "policy/heat.hpp"
+#include "policy/rules.hpp"
+#include "policy/units.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+using nlohmann::json;
+
+double seconds(TimeNs ns) {
+  return static_cast<double>(ns) / 1e9;
+}
+
+TimeNs idle_of(const policy::HeatUnit& u, TimeNs now) {
+  const TimeNs last = policy::from_tick(u.last_access);
+  return now > last ? now - last : 0;
+}
+
+Result<const Target*> target_of(const LoopState& s, Pid pid) {
+  const Target* t = s.targets.find(pid);
+  if (t == nullptr) {
+    return fail(fmt::format("pid {} is not a target (see kvtierctl targets)", pid), ESRCH);
+  }
+  return t;
+}
+
+std::string source_names(const LoopState& s, std::string_view none) {
+  std::string names;
+  for (const auto& src : s.sources) {
+    names += (names.empty() ? "" : "+") + std::string(policy::source_name(src.kind));
+  }
+  return names.empty() ? std::string(none) : names;
+}
+
+json sources_json(const LoopState& s) {
+  json out = json::array();
+  for (const auto& src : s.sources) {
+    out.push_back({{"name", policy::source_name(src.kind)},
+                   {"reason", src.reason},
+                   {"started", src.started},
+                   {"error", src.error}});
+  }
+  return out;
+}
+
+json plan_json(const Plan& plan, bool full) {
+  json out = {{"moves", plan.moves.size()},
+              {"demote_bytes", plan.demote_bytes},
+              {"promote_bytes", plan.promote_bytes},
+              {"notes", plan.notes}};
+  if (!full) return out;
+  json moves = json::array();
+  for (const auto& m : plan.moves) {
+    moves.push_back({{"pid", m.pid},
+                     {"start", m.range.start},
+                     {"end", m.range.end},
+                     {"from", m.from_node},
+                     {"to", m.to_node},
+                     {"heat", m.heat},
+                     {"why", m.why}});
+  }
+  out["detail"] = moves;
+  return out;
+}
+
+json target_json(const LoopState& s, const Target& t, TimeNs now) {
+  json nodes = json::object();
+  for (const auto& [node, bytes] : t.bytes_per_node) nodes[fmt::format("{}", node)] = bytes;
+  const auto& pol = s.config.config.groups[t.group].policy;
+  std::uint64_t hot = 0;
+  std::uint64_t idle = 0;
+  double heat_sum = 0;
+  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
+    heat_sum += u.heat * static_cast<double>(u.range.bytes()) / static_cast<double>(kPageSize);
+    if (u.heat >= pol.promote_heat) hot += u.range.bytes();
+    if (pol.cold_age && idle_of(u, now) >= *pol.cold_age) idle += u.range.bytes();
+  });
+  return {{"pid", t.pid},
+          {"comm", t.comm},
+          {"group", s.config.config.groups[t.group].name},
+          {"tracked_bytes", t.heat->tracked_bytes()},
+          {"heat_state_bytes", t.heat->memory_bytes()},
+          {"resident_bytes_per_node", nodes},
+          {"not_present_bytes", t.not_present_bytes},
+          {"hot_bytes", hot},
+          {"idle_bytes", idle},
+          {"accesses_per_s", heat_sum},
+          {"planned_moves", t.last_moves.size()},
+          {"moved_pages", t.moved.moved},
+          {"moved_bytes", t.moved.bytes_moved}};
+}
+
+}  // namespace
+
+json describe(const LoopState& s, bool full, TimeNs now) {
+  std::string error;
+  for (const auto& src : s.sources) {
+    if (error.empty()) error = src.error;
+  }
+  std::string reasons;
+  for (const auto& src : s.sources) reasons += (reasons.empty() ? "" : "; ") + src.reason;
+  return {{"config", s.config.config.file},
+          {"source", s.sources.empty() ? json(nullptr) : json(source_names(s, ""))},
+          {"source_reason", reasons},
+          {"source_error", error},
+          {"sources", sources_json(s)},
+          {"mover", s.mover.empty() ? json(nullptr) : json(s.mover)},
+          {"observe_only", s.mover.empty()},
+          {"observe_reason", s.observe_reason},
+          {"budget_bytes", s.budget_bytes},
+          {"steps", s.steps},
+          {"targets", targets_json(s, now)},
+          {"last_plan", plan_json(s.last_plan, full)},
+          {"moved_pages_total", s.moved_total.moved},
+          {"moved_bytes_total", s.moved_total.bytes_moved}};
+}
+
+std::string summary(const LoopState& s) {
+  std::uint64_t slow = 0;
+  std::uint64_t total = 0;
+  std::set<int> slow_nodes;
+  for (const auto& role : policy::classify_nodes(s.topology)) {
+    if (role.demotion_target) slow_nodes.insert(role.node);
+  }
+  for (const auto& [pid, t] : s.targets.all()) {
+    for (const auto& [node, bytes] : t.bytes_per_node) {
+      total += bytes;
+      if (slow_nodes.contains(node)) slow += bytes;
+    }
+  }
+  return fmt::format("{} targets, {} of {} on CXL, source {}{}", s.targets.size(),
+                     policy::format_size(slow), policy::format_size(total), source_names(s, "none"),
+                     s.mover.empty() ? ", observe-only" : "");
+}
+
+json targets_json(const LoopState& s, TimeNs now) {
+  json out = json::array();
+  for (const auto& [pid, t] : s.targets.all()) out.push_back(target_json(s, t, now));
+  return out;
+}
+
+Result<json> explain(const LoopState& s, Pid pid, TimeNs now) {
+  auto found = target_of(s, pid);
+  if (!found) return std::unexpected(found.error());
+  const Target& t = **found;
+  const auto& group = s.config.config.groups[t.group];
+  const policy::GroupRules rules(group, policy::NodeFacts(s.topology), now);
+  json runs = json::array();
+  json cur;
+  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
+    const std::string why = policy::explain_unit(rules, u, t.last_moves).why;
+    if (!cur.is_null() && cur["end"] == u.range.start && cur["node"] == u.node &&
+        cur["why"] == why && runs.size() < 100000) {
+      cur["end"] = u.range.end;
+      cur["max_heat"] = std::max(cur["max_heat"].get<double>(), static_cast<double>(u.heat));
+      return;
+    }
+    if (!cur.is_null()) runs.push_back(cur);
+    cur = {{"start", u.range.start},
+           {"end", u.range.end},
+           {"node", u.node},
+           {"max_heat", static_cast<double>(u.heat)},
+           {"idle_s", seconds(idle_of(u, now))},
+           {"why", why}};
+  });
+  if (!cur.is_null()) runs.push_back(cur);
+  return json{{"pid", pid}, {"comm", t.comm}, {"group", group.name}, {"ranges", runs}};
+}
+
+Result<json> heatmap(const LoopState& s, Pid pid, std::size_t bins, TimeNs now) {
+  auto found = target_of(s, pid);
+  if (!found) return std::unexpected(found.error());
+  const Target& t = **found;
+  json vmas = json::array();
+  for (const auto& v : t.vmas) vmas.push_back({v.start, v.end});
+  json history = json::array();
+  for (const auto& row : t.history) history.push_back(row);
+  return json{{"pid", pid},
+              {"comm", t.comm},
+              {"interval_s", seconds(s.config.config.daemon.interval)},
+              {"vmas", vmas},
+              {"now", bin_heat(t, bins, now)},
+              {"history", history}};
+}
+
+std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
+  std::uint64_t total = 0;
+  for (const auto& v : t.vmas) total += v.bytes();
+  std::vector<float> heat(bins, 0.0F);
+  if (total == 0 || bins == 0) return heat;
+  std::vector<double> weight(bins, 0.0);
+  // Address -> offset in the concatenated tracked mappings.
+  auto offset_of = [&](std::uint64_t addr) -> std::optional<std::uint64_t> {
+    std::uint64_t off = 0;
+    for (const auto& v : t.vmas) {
+      if (v.contains(addr)) return off + (addr - v.start);
+      off += v.bytes();
+    }
+    return std::nullopt;
+  };
+  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
+    auto off = offset_of(u.range.start);
+    if (!off) return;
+    const auto b = std::min<std::size_t>(bins - 1, *off * bins / total);
+    const auto w = static_cast<double>(u.range.bytes());
+    heat[b] += static_cast<float>(u.heat * w);
+    weight[b] += w;
+  });
+  for (std::size_t b = 0; b < bins; ++b) {
+    if (weight[b] > 0) heat[b] = static_cast<float>(heat[b] / weight[b]);
+  }
+  return heat;
+}
+
+}  // namespace kvtier::agent

@@ -1,0 +1,35 @@
+#pragma once
+// What the control socket shows of the loop (status, dump, targets, explain,
+// heatmap, systemd's STATUS= line): functions of the loop's state and of an
+// explicit `now`. None reads the clock or changes anything, so tests call them
+// at any time they like.
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent/daemon/loop_state.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+
+inline constexpr std::size_t kHistoryBins = 64;    // address bins of a heatmap row
+inline constexpr std::size_t kHistorySteps = 120;  // rows kept per target
+
+// The loop for `status` (full = false) and `dump` (full: every planned move).
+nlohmann::json describe(const LoopState& s, bool full, TimeNs now);
+// A few words for systemd's STATUS= line, e.g. "2 targets, 1GiB of 3GiB on CXL, source damon".
+std::string summary(const LoopState& s);
+// Per target: residency, hot and idle bytes as of `now`, moves.
+nlohmann::json targets_json(const LoopState& s, TimeNs now);
+// Why each range of `pid` sits where it is: coalesced runs with node, heat,
+// idle time and the rule that keeps or moves it (policy::explain_unit).
+Result<nlohmann::json> explain(const LoopState& s, Pid pid, TimeNs now);
+// Heat over the address space (bins) now and over the last steps.
+Result<nlohmann::json> heatmap(const LoopState& s, Pid pid, std::size_t bins, TimeNs now);
+// A target's heat per address bin of its tracked mappings (page-weighted mean).
+std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now);
+
+}  // namespace kvtier::agent
