@@ -107,6 +107,7 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
 void log_lines(const std::string& prefix, const std::string& text) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) spdlog::error("{}{}", prefix, line);
+  so.idle.scan_interval = cfg.sources.idle_scan_interval;
 }
 
 // The command line; an exit status when it says to stop (--help, --version, a mistake).
