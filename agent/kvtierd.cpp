@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -18,21 +19,28 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/daemon/capabilities.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
+#include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
+#include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/clock.hpp"
 #include "agent/host/host_paths.hpp"
-#include "agent/host/sysfs.hpp"
+#include "agent/host/huge_pages.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/config.hpp"
+#include "policy/error.hpp"
 #include "policy/topology.hpp"
 
 namespace {
@@ -99,6 +107,7 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
                         .aggr_us = cfg.sources.damon_aggr_interval / 1000};
   so.damon.nr_regions = {.min = cfg.sources.damon_min_regions,
                          .max = cfg.sources.damon_max_regions};
+  so.idle.scan_interval = cfg.sources.idle_scan_interval;
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
   return agent::select_source(reg, cfg.sources.prefer, cfg.sources.force);
@@ -107,7 +116,6 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
 void log_lines(const std::string& prefix, const std::string& text) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) spdlog::error("{}{}", prefix, line);
-  so.idle.scan_interval = cfg.sources.idle_scan_interval;
 }
 
 // The command line; an exit status when it says to stop (--help, --version, a mistake).

@@ -4,11 +4,20 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
 #include "policy/rules.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -200,24 +209,25 @@ class Planner {
     const bool take_warm = rules.watermark();
     std::uint64_t dram_use = 0;
     // Called for every page: inlined.
-    tv.heat->for_each_unit(s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
-      const Rule rule = rules.classify(u);
-      if (rule == Rule::kUnknownNode) return;
-      const bool slow = rule == Rule::kHotOnSlow || rule == Rule::kStaysOnSlow ||
-                        ((rule == Rule::kRecentlyMoved || rule == Rule::kExcluded) &&
-                         rules.slow(u.node));
-      if (!slow) dram_use += u.range.bytes();
-      const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-      if (rule == Rule::kCold || (rule == Rule::kWarm && take_warm)) {
-        const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start, u.node,
-                                  t, pages);
-        (rule == Rule::kCold ? g.cold : g.warm).push(c);
-      } else if (rule == Rule::kHotOnSlow) {
-        g.hot.push(Cand::make(
-            (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
-            u.range.start, u.node, t, pages));
-      }
-    });
+    tv.heat->for_each_unit(
+        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
+          const Rule rule = rules.classify(u);
+          if (rule == Rule::kUnknownNode) return;
+          const bool slow =
+              rule == Rule::kHotOnSlow || rule == Rule::kStaysOnSlow ||
+              ((rule == Rule::kRecentlyMoved || rule == Rule::kExcluded) && rules.slow(u.node));
+          if (!slow) dram_use += u.range.bytes();
+          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
+          if (rule == Rule::kCold || (rule == Rule::kWarm && take_warm)) {
+            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
+                                      u.node, t, pages);
+            (rule == Rule::kCold ? g.cold : g.warm).push(c);
+          } else if (rule == Rule::kHotOnSlow) {
+            g.hot.push(Cand::make(
+                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                u.range.start, u.node, t, pages));
+          }
+        });
     g.dram_use += dram_use;
   }
 

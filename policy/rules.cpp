@@ -3,7 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <string>
 
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::policy {
@@ -11,7 +21,7 @@ namespace kvtier::policy {
 NodeFacts::NodeFacts(const Topology& topo) {
   int max_id = -1;
   for (const auto& n : topo.nodes) max_id = std::max(max_id, n.id);
-  const auto size = static_cast<std::size_t>(max_id + 1);
+  const std::size_t size = max_id < 0 ? 0 : static_cast<std::size_t>(max_id) + 1;
   present_.assign(size, 0);
   slow_.assign(size, 0);
   demote_to_.assign(size, -1);
@@ -91,9 +101,10 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
           "budget or DRAM room (see plan notes)",
           u.heat, pol.promote_heat);
     case Rule::kStaysOnSlow:
-      return pol.promote ? fmt::format("cold on the slow node: heat {:.2f}/s < promote_heat {:.2f}/s",
-                                       u.heat, pol.promote_heat)
-                         : "on the slow node: promotion is off for this group";
+      return pol.promote
+                 ? fmt::format("cold on the slow node: heat {:.2f}/s < promote_heat {:.2f}/s",
+                               u.heat, pol.promote_heat)
+                 : "on the slow node: promotion is off for this group";
     case Rule::kHot:
       return fmt::format("hot: heat {:.2f}/s > demote_heat {:.2f}/s", u.heat, pol.demote_heat);
     case Rule::kNowhereToDemote:
