@@ -6,7 +6,7 @@
 #   /lib/modules/<version>   the CXL/nvdimm/dax modules from scripts/vm/kernel.sh
 #   /kvtier/bin              every ELF executable under the build dir (debug info
 #                            stripped), plus every library `ldd` lists
-#   /kvtier/scripts, /kvtier/tests, /kvtier/traces (../shared/traces, if present)
+#   /kvtier/scripts, /kvtier/tests, /kvtier/traces (the repository's bench/traces)
 # The archive is cached under a key made of the inputs' names, sizes and
 # modification times and the content of scripts/vm/, so an unchanged tree
 # costs one `find`, and any rebuilt binary gives a new archive.
@@ -18,7 +18,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KVTIER_BUILD_DIR:-$top/build}
 build=$(cd "$build" && pwd)
 cache=$build/vm-cache
-traces=$top/../shared/traces
+traces=$top/bench/traces
 host_tools=(/usr/bin/cxl /usr/bin/ndctl /usr/bin/daxctl)
 busybox=/bin/busybox
 
