@@ -34,9 +34,7 @@ inputs_key() {
     sha256sum "$top"/scripts/vm/*
     echo "$kernel_dir"
     build_executables | xargs -r stat -L -c '%n %s %Y'
-    for d in "$top/scripts" "$top/tests" "$traces"; do
-      [[ -d $d ]] && find "$d" -printf '%p %s %T@\n' | sort
-    done
+    find "$top/scripts" "$top/tests" "$traces" -printf '%p %s %T@\n' | sort
     stat -L -c '%n %s %Y' "$busybox" "${host_tools[@]}"
   } | sha256sum | cut -c1-16
 }
@@ -106,7 +104,7 @@ ldconfig -r . 2>/dev/null || true
 
 cp -a "$top/scripts" kvtier/scripts
 cp -a "$top/tests" kvtier/tests
-[[ -d $traces ]] && cp -a "$traces" kvtier/traces
+cp -a "$traces" kvtier/traces
 
 tmp=$cache/initramfs-$key.tmp
 find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 >"$tmp"
