@@ -315,6 +315,7 @@ def analyse_mode(mode, events, meta):
                 nm[k] = int(v) * PAGE
         r["numa_maps_bytes_by_node"] = nm
         r["probe_last_bytes_by_node"] = samples[-1]["bytes_by_node"]
+        r["probe_last_status_pages"] = samples[-1].get("status_pages", {})
     r["damos_stats"] = pick(events, "bench", "damos_stats")
     r["damos_goals"] = pick(events, "bench", "damos_goal_state")
     cycles = pick(events, "oracle", "cycle")
