@@ -73,7 +73,10 @@ reads_line() {
   echo "${total:-0} ${dram:-0}" > /tmp/reads.prev
   shares=$(awk -v t="${total:-0}" -v d="${dram:-0}" -v pt="$prev_total" -v pd="$prev_dram" 'BEGIN {
     w = t - pt
-    printf "%s %s", w > 0 ? sprintf("%.0f%%", 100 * (d - pd) / w) : "n/a", t > 0 ? sprintf("%.0f%%", 100 * d / t) : "n/a" }')
+    # Parentheses: an unparenthesized ">" in printf's arguments is a redirection in awk.
+    a = (w > 0) ? sprintf("%.0f%%", 100 * (d - pd) / w) : "n/a"
+    b = (t > 0) ? sprintf("%.0f%%", 100 * d / t) : "n/a"
+    printf "%s %s", a, b }')
   echo "DRAM served ${shares% *} of the KV reads in the last 15 s (${shares#* } since the start)"
 }
 # "the pool: A MiB (a%) on node 0 (DRAM), B MiB (b%) on node 1 (CXL-like)": the probe's last sample.
