@@ -24,7 +24,6 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -87,15 +86,6 @@ template <class T>
 T need(kvtier::Result<T> r) {
   if (!r) throw std::runtime_error(r.error().message);
   return std::move(*r);
-}
-
-double cpu_seconds_self() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const auto s = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return s(ru.ru_utime) + s(ru.ru_stime);
 }
 
 // The live truth appears once kvsim has populated its pool; wait for it a little.
@@ -258,7 +248,7 @@ class Oracle {
                         {"other", totals_.other},
                         {"calls", totals_.calls},
                         {"throttled_ms", static_cast<double>(totals_.throttled_ns) / 1e6}}},
-                      {"cpu_s", cpu_seconds_self()}}
+                      {"cpu_s", ka::process_cpu_seconds()}}
                      .dump()
               << '\n'
               << std::flush;
