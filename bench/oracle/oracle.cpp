@@ -119,9 +119,13 @@ class Oracle {
         rate_(need(kp::parse_rate(o.rate), "--rate")),
         burst_(need(kp::parse_size(o.burst), "--burst")),
         bucket_(rate_, burst_, ka::monotonic_now()),
+        // kvtierd's mover settings, except that a node found full (ENOMEM) is tried again at
+        // the next cycle rather than after a minute: the plan already bounds promotions by the
+        // room node 0 has, and a ceiling must not sit out a minute of promotions.
         mover_(ka::MovePagesConfig{.batch_units = o.batch_pages,
                                    .rate_mib_s = static_cast<double>(rate_) / kMiB,
-                                   .burst_mib = static_cast<double>(burst_) / kMiB}),
+                                   .burst_mib = static_cast<double>(burst_) / kMiB,
+                                   .node_full_retry_ns = interval_}),
         query_(ka::system_move_pages()) {
     if (h_.chunk_bytes % kPageSize != 0) {
       throw std::runtime_error(fmt::format(
