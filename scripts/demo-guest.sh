@@ -71,9 +71,9 @@ reads_line() {
   dram=$(echo "$last" | sed 's/.*"by_node":{//' | field 0)
   read -r prev_total prev_dram < /tmp/reads.prev
   echo "${total:-0} ${dram:-0}" > /tmp/reads.prev
+  # The conditions are computed apart: in the arguments of awk's printf a bare > redirects.
   shares=$(awk -v t="${total:-0}" -v d="${dram:-0}" -v pt="$prev_total" -v pd="$prev_dram" 'BEGIN {
     w = t - pt
-    # Parentheses: an unparenthesized ">" in printf's arguments is a redirection in awk.
     a = (w > 0) ? sprintf("%.0f%%", 100 * (d - pd) / w) : "n/a"
     b = (t > 0) ? sprintf("%.0f%%", 100 * d / t) : "n/a"
     printf "%s %s", a, b }')
