@@ -11,9 +11,11 @@
 #include <liburing.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -170,6 +172,9 @@ int case_integrity() {
       {.start = sr.start, .end = sr.start + 3333 * kPageSize},
       {.start = sr.start + 3333 * kPageSize, .end = sr.end}};
   MoveStats total;
+  // Exact: every page accounted once, no byte changed. Two gates depend on the kernel (busy
+  // pages the writers hold through every retry, THP splits); measured over 17 runs, every
+  // round moved 100% of the pages and all 16 huge pages stayed huge, far above 95% and half.
   constexpr int kRounds = 6;
   for (int round = 0; round < kRounds; ++round) {
     for (int node : {1, 0}) {
@@ -227,8 +232,17 @@ int case_gone(bool reap) {
     std::memset(p, 0x33, kBytes);
     const std::uint64_t a = reinterpret_cast<std::uint64_t>(p);
     if (write(fds[1], &a, sizeof a) != sizeof a) _exit(2);
-    usleep(300'000);
-    _exit(0);
+    // Exit as soon as the mover has moved the first page: then some pages moved before the
+    // exit, however late the mover starts, and the rest (the budget stretches the whole move
+    // to 1.6 s) come after it unless this child is kept off the CPU for all that time.
+    for (int i = 0; i < 60'000; ++i) {
+      void* first = p;
+      int node = -1;
+      syscall(SYS_move_pages, 0, 1UL, &first, nullptr, &node, 0);
+      if (node == 1) _exit(0);
+      usleep(1000);
+    }
+    _exit(3);
   }
   close(fds[1]);
   std::uint64_t addr = 0;
@@ -453,16 +467,17 @@ struct Outsider {
 // DAMOS through DamosMover on the real kernel. What is asserted is kvtier's part, exactly: the
 // scheme is in the kernel as configured (every sysfs file read back), it is on, the kernel
 // reports having applied it (sz_applied > 0) and pages of the process's cold part are on node 1,
-// never more bytes of the buffer than the kernel says it migrated, and the migrations show in
-// /proc/vmstat; the mover's counts add up to the kernel's stats; a process outside the memory
+// never more bytes of the buffer than the kernel has counted as applied, and the migrations show
+// in /proc/vmstat; the mover's counts add up to the kernel's stats; a process outside the memory
 // cgroup keeps every page on node 0; no byte of the cold part or of the outsider changes; off
 // means off.
 //
 // How well DAMOS separates hot from cold under TCG is the kernel's quality, not kvtier's, and it
-// varies from run to run (the hot set kept on node 0 was measured at 88.5% and 89.0% in runs
-// that missed the 90% this test once asserted): it is printed here and measured by the benchmark
-// (scripts/bench.sh, mode damos), never asserted. The run stops early once 90% of the cold
-// part is on node 1 (after 10 s at least), else after `seconds`.
+// varies from run to run (the hot set kept on node 0: 84.8-100% over 17 runs, 3 of them under
+// the 90% this test once asserted, as were 88.5% and 89.0% in CI): it is printed here and measured
+// by the benchmark (scripts/bench.sh, mode damos), never asserted. The run stops early once 90%
+// of the cold part is on node 1 (after 10 s at least), else after `seconds`; the first bytes
+// were applied after 6.4-9.5 s in those 17 runs.
 int case_damos(int seconds, const std::string& cgroup_dir) {
   constexpr std::size_t kBytes = 64ULL << 20;
   constexpr std::size_t kHot = 8ULL << 20;
@@ -539,11 +554,16 @@ int case_damos(int seconds, const std::string& cgroup_dir) {
   double cold_pct = 0;
   double hot_pct = 0;
   double first_applied_s = -1;
+  // Pages on node 1 read before a stats update were all counted by it: the kdamond applies a
+  // scheme and counts it before it serves the next update request.
+  std::uint64_t on1_over_applied = 0;
   const auto t0 = Clock::now();
   for (int t = 0; started && t < seconds; t += 2) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
+    const std::uint64_t on1_before = bytes_on(self, buf_r, 1);
     const auto st = mover.move(self, {}, 1);
     total += st;
+    if (on1_before > total.bytes_moved) on1_over_applied += on1_before - total.bytes_moved;
     const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (first_applied_s < 0 && total.moved > 0) first_applied_s = now_s;
     cold_pct = 100.0 * static_cast<double>(bytes_on(self, cold_r, 1)) /
@@ -595,8 +615,11 @@ int case_damos(int seconds, const std::string& cgroup_dir) {
                     total.bytes_moved, s.sz_applied));
   check(accounted(total) == total.requested, "every tried page accounted once");
   check(bytes_on(self, cold_r, 1) > 0, "pages of the cold part are on node 1");
-  check(buf_on1 <= s.sz_applied, "no more of the buffer on node 1 than the kernel migrated");
-  check(migrated * kPageSize >= s.sz_applied, "/proc/vmstat counts the migrations");
+  check(on1_over_applied == 0,
+        fmt::format("no more of the buffer on node 1 than the kernel had applied ({} B over)",
+                    on1_over_applied));
+  check(migrated * kPageSize >= std::max(s.sz_applied, buf_on1),
+        "/proc/vmstat counts every migration applied and every buffer page on node 1");
   check(outsider_on1 == 0 && outsider_on0 == Outsider::kBytes,
         "the outsider (not in the memcg) kept every page on node 0");
   check(bad_cold == 0, "no byte of the cold part changed");
