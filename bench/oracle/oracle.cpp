@@ -40,8 +40,8 @@
 
 #include "agent/host/clock.hpp"
 #include "agent/host/move_pages_call.hpp"
-#include "agent/movers/move_pages_mover.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/movers/move_pages_mover.hpp"
 #include "bench/kvsim/live_truth.hpp"
 #include "bench/oracle/oracle_plan.hpp"
 #include "policy/budget.hpp"
