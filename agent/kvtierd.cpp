@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -58,8 +59,12 @@ Result<kvtier::policy::CompiledConfig> load_config(const Options& opt,
                                                    const kvtier::policy::Topology* topo) {
   auto cc = kvtier::policy::load_compiled_config(opt.config, topo);
   if (!cc) {
+    // A bounded number of lines: a broken 1 MB file must not flood the journal
+    // or every later `status` reply.
     std::string lines;
-    for (const auto& p : cc.error()) lines += (lines.empty() ? "" : "\n") + p.to_string();
+    for (const auto& l : kvtier::policy::problem_lines(cc.error())) {
+      lines += (lines.empty() ? "" : "\n") + l;
+    }
     return kvtier::fail(lines);
   }
   return std::move(*cc);
@@ -108,6 +113,47 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
   return agent::select_source(reg, prefer, force);
 }
 
+bool has_demotion_target(const kvtier::policy::Topology& topo) {
+  return std::ranges::any_of(kvtier::policy::classify_nodes(topo),
+                             [](const auto& role) { return role.demotion_target; });
+}
+
+// Everything start-up refuses because of the configuration (or the command
+// line), apart from parsing it: the socket's owner, group and path, the mover
+// this host can run, a forced source this host lacks. `kvtierd --check-config`
+// runs it too, so ExecStartPre= fails where start-up would (exit 3) instead of
+// systemd restarting a daemon that can never start.
+Result<void> startup_problems(const Options& opt, const agent::HostPaths& paths,
+                              const kvtier::policy::Config& cfg,
+                              const agent::DaemonSettings& settings,
+                              const kvtier::policy::Topology* topo) {
+  std::vector<std::string> errors;
+  if (auto ok =
+          agent::check_socket_options(agent::ControlSocketOptions{.path = settings.socket_path,
+                                                                  .mode = settings.socket_mode,
+                                                                  .owner = settings.socket_owner,
+                                                                  .group = settings.socket_group});
+      !ok) {
+    std::istringstream lines(ok.error().message);
+    for (std::string line; std::getline(lines, line);) errors.push_back(opt.config + ": " + line);
+  }
+  if (topo != nullptr && has_demotion_target(*topo) &&
+      cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
+    errors.push_back(opt.config +
+                     ": mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; "
+                     "use \"move_pages\" or \"dry-run\"");
+  }
+  if (cfg.sources.force) {
+    if (auto choice = choose_source(paths, cfg); !choice) {
+      errors.push_back(opt.config + ": sources.force: " + choice.error().message);
+    }
+  }
+  if (errors.empty()) return {};
+  std::string msg;
+  for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+  return kvtier::fail(msg);
+}
+
 void log_lines(const std::string& prefix, const std::string& text) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) spdlog::error("{}{}", prefix, line);
@@ -154,6 +200,12 @@ int run(int argc, char** argv) {
   auto cc = load_config(opt, topo ? &*topo : nullptr);
   Result<agent::DaemonSettings> settings =
       cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
+  if (settings) {
+    if (auto ok = startup_problems(opt, paths, cc->config, *settings, topo ? &*topo : nullptr);
+        !ok) {
+      settings = std::unexpected(ok.error());
+    }
+  }
   if (opt.check_config) {
     if (!settings) {
       // For a person or ExecStartPre=: plain lines, no journal priority prefix.
@@ -178,21 +230,13 @@ int run(int argc, char** argv) {
   }
   const auto& cfg = cc->config;
 
-  bool any_target = false;
   for (const auto& role : kvtier::policy::classify_nodes(*topo)) {
-    any_target = any_target || role.demotion_target;
     spdlog::info("node {}: {}", role.node, role.reason);
   }
   std::string observe_reason;
-  if (!any_target) {
+  if (!has_demotion_target(*topo)) {
     observe_reason =
         "no demotion target node on this host (a memory-only node in a lower memory tier)";
-  } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
-    spdlog::error(
-        "{}: mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; use "
-        "\"move_pages\" or \"dry-run\"",
-        opt.config);
-    return kExitConfig;
   }
 
   auto choice = choose_source(paths, cfg);
@@ -201,8 +245,7 @@ int run(int argc, char** argv) {
       spdlog::error("{}", choice.error().message);
       return kExitFailed;
     }
-    spdlog::warn("no hotness source can run here ({}): heat is unknown, nothing will be demoted",
-                 choice.error().message);
+    spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
   } else {
     spdlog::info("hotness source: {}", choice->reason);
   }

@@ -28,6 +28,22 @@ Result<std::string> read_text(const std::filesystem::path& path) {
   return text;
 }
 
+Result<std::string> read_text_prefix(const std::filesystem::path& path, std::size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return fail(fmt::format("{}: cannot read: {}", path.string(), errno_text(err)), err);
+  }
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
+  if (in.bad()) {
+    const int err = errno;
+    return fail(fmt::format("{}: read failed: {}", path.string(), errno_text(err)), err);
+  }
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
 Result<void> write_text(const std::filesystem::path& path, std::string_view value) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) {

@@ -14,6 +14,9 @@ namespace kvtier::agent {
 // The whole file, trailing newline removed. ENOENT and friends come back as
 // errors whose message names the path and the errno text.
 Result<std::string> read_text(const std::filesystem::path& path);
+// At most the first `max_bytes` of the file (/proc/PID/cmdline: any local user
+// decides how long it is), trailing newline kept.
+Result<std::string> read_text_prefix(const std::filesystem::path& path, std::size_t max_bytes);
 
 // Writes `value` to a control file (sysfs knobs, DAMON's admin tree). The file
 // is opened without O_CREAT, so a missing knob is an error in a fixture tree

@@ -22,6 +22,9 @@ using nlohmann::json;
 constexpr std::size_t kQueryBatch = 4096;
 constexpr std::size_t kHistoryBins = 64;
 constexpr std::size_t kHistorySteps = 120;
+constexpr std::int64_t kMaxBins = 4096;
+// The kernel's PID_MAX_LIMIT (4 Mi), as the config's pid selector allows.
+constexpr std::int64_t kMaxPid = 4194304;
 // Mappings smaller than this are not worth tracking (stacks of threads,
 // small heaps): the KV cache lives in large anonymous pools.
 constexpr std::uint64_t kMinVmaBytes = 1ULL << 20;
@@ -547,10 +550,9 @@ void Controller::register_commands(Daemon& daemon) {
     return targets_json(monotonic_now());
   });
   auto pid_of = [](const json& args) -> Result<Pid> {
-    if (!args.is_object() || !args.contains("pid") || !args["pid"].is_number_integer()) {
-      return fail("missing integer argument 'pid'");
-    }
-    return args["pid"].get<Pid>();
+    auto pid = integer_arg(args, "pid", std::nullopt, 1, kMaxPid);
+    if (!pid) return std::unexpected(pid.error());
+    return static_cast<Pid>(*pid);
   };
   daemon.register_command("explain",
                           [this, pid_of](const json& args, const PeerCred&) -> Result<json> {
@@ -558,16 +560,14 @@ void Controller::register_commands(Daemon& daemon) {
                             if (!pid) return std::unexpected(pid.error());
                             return explain(*pid, monotonic_now());
                           });
-  daemon.register_command(
-      "heatmap", [this, pid_of](const json& args, const PeerCred&) -> Result<json> {
-        auto pid = pid_of(args);
-        if (!pid) return std::unexpected(pid.error());
-        std::size_t bins = kHistoryBins;
-        if (args.contains("bins") && args["bins"].is_number_unsigned()) {
-          bins = std::clamp<std::size_t>(args["bins"].get<std::size_t>(), 1, 4096);
-        }
-        return heatmap(*pid, bins, monotonic_now());
-      });
+  daemon.register_command("heatmap",
+                          [this, pid_of](const json& args, const PeerCred&) -> Result<json> {
+                            auto pid = pid_of(args);
+                            if (!pid) return std::unexpected(pid.error());
+                            auto bins = integer_arg(args, "bins", kHistoryBins, 1, kMaxBins);
+                            if (!bins) return std::unexpected(bins.error());
+                            return heatmap(*pid, static_cast<std::size_t>(*bins), monotonic_now());
+                          });
 }
 
 }  // namespace kvtier::agent

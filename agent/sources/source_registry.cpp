@@ -1,5 +1,7 @@
 #include "agent/sources/source_registry.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace kvtier::agent {
@@ -74,7 +76,13 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const st
   }
   const std::vector<std::string> defaults = default_source_order();
   const std::span<const std::string> order = prefer.empty() ? std::span(defaults) : prefer;
-  std::string skipped;
+  // Sources refused for one reason (no CAP_BPF, typically) share one clause.
+  std::vector<std::pair<std::string, std::string>> refused;  // names, why
+  auto skipped = [&] {
+    std::string out;
+    for (const auto& [names, why] : refused) out += fmt::format("; not {}: {}", names, why);
+    return out;
+  };
   for (const auto& name : order) {
     const SourceFactory* f = reg.find(name);
     if (f == nullptr)
@@ -84,14 +92,19 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const st
     choice.reports.push_back(
         SourceReport{.name = f->name, .summary = f->summary, .availability = a});
     if (!a.ok) {
-      skipped += fmt::format("; not {}: {}", f->name, a.why);
+      auto same = std::ranges::find(refused, a.why, &std::pair<std::string, std::string>::second);
+      if (same != refused.end()) {
+        same->first += ", " + f->name;
+      } else {
+        refused.emplace_back(f->name, a.why);
+      }
       continue;
     }
-    choice.reason = fmt::format("{}: {}{}", f->name, a.why, skipped);
+    choice.reason = fmt::format("{}: {}{}", f->name, a.why, skipped());
     choice.source = std::move(src);
     return choice;
   }
-  return fail(fmt::format("no hotness source can run here{}", skipped));
+  return fail(fmt::format("no hotness source can run here{}", skipped()));
 }
 
 }  // namespace kvtier::agent

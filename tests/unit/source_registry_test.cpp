@@ -89,6 +89,23 @@ TEST(SourceRegistry, NothingAvailable) {
   EXPECT_EQ(c.error().message, "no hotness source can run here; not pmu: no");
 }
 
+// Issue 13: as non-root every BPF source said "no CAP_BPF: ..." again.
+TEST(SourceRegistry, OneReasonSharedBySeveralSourcesIsSaidOnce) {
+  SourceRegistry r;
+  for (const char* name : {"pmu", "damon", "faults", "idle"}) {
+    const std::string why = std::string(name) == "idle" ? "no idle page tracking" : "no CAP_BPF";
+    r.add(SourceFactory{.name = name, .summary = "", .make = [name, why] {
+                          return std::make_unique<FixedSource>(name, Availability{false, why});
+                        }});
+  }
+  const std::vector<std::string> prefer = {"pmu", "damon", "faults", "idle"};
+  auto c = agent::select_source(r, prefer, "");
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().message,
+            "no hotness source can run here; not pmu, damon, faults: no CAP_BPF; not idle: no idle "
+            "page tracking");
+}
+
 TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
   testing::SourcesScratch t;
   SourceRegistry reg;

@@ -1,0 +1,47 @@
+// /proc/PID files are written by whoever owns the process: the readers bound
+// what they take (issue 13: a 40 KB argument crashed kvtierd's matcher).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "agent/procfs.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+TEST(ProcfsBounds, CommandLineIsReadUpToTheBound) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("kvtier-procfs-" + std::to_string(getpid()));
+  const auto dir = root / "proc/77";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "comm") << "python3\n";
+  {
+    std::ofstream cmd(dir / "cmdline", std::ios::binary);
+    cmd << "/python3" << '\0' << std::string(2 * policy::kMaxCmdlineBytes, 'x') << '\0';
+  }
+  auto info = read_process(HostPaths::under(root), 77);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->cmdline.size(), policy::kMaxCmdlineBytes);
+  EXPECT_TRUE(info->cmdline.starts_with("/python3 xxx"));
+  std::filesystem::remove_all(root);
+}
+
+TEST(ProcfsBounds, PureParsersTakeAnyText) {
+  EXPECT_EQ(parse_cmdline(std::string("a\0b\0\0", 5)), "a b");
+  EXPECT_EQ(parse_cmdline(std::string("\0\0", 2)), "");
+  EXPECT_EQ(parse_cgroup("1:cpu:/x\n0::/system.slice/a.service\n"), "/system.slice/a.service");
+  EXPECT_FALSE(parse_cgroup("1:cpu:/x"));
+  auto maps = parse_maps("00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/x\n", "m");
+  ASSERT_TRUE(maps);
+  EXPECT_EQ((*maps)[0].path, "/usr/bin/x");
+  auto bad = parse_maps("ffff-0000 rw-p 0 0:0 0\n", "m");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "m:1: malformed maps line 'ffff-0000 rw-p 0 0:0 0'");
+}
+
+}  // namespace
+}  // namespace kvtier::agent
