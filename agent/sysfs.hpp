@@ -23,11 +23,16 @@ Result<std::string> read_text_prefix(const std::filesystem::path& path, std::siz
 // just as on a kernel that lacks it; errors name the file, the value and the errno.
 Result<void> write_text(const std::filesystem::path& path, std::string_view value);
 
-// A file holding one unsigned decimal number.
+// A file holding one unsigned decimal number (HMAT access figures, ...).
 Result<std::uint64_t> read_u64(const std::filesystem::path& path);
+// The same for text already read; `what` names it in the error.
+Result<std::uint64_t> parse_u64(std::string_view text, std::string_view what);
 
 // A kernel list such as "0-3,8,10-11" (cpulist, nodelist, online). Empty text
-// is an empty list. `what` names the source in error messages.
+// is an empty list. `what` names the source in error messages. Ids above
+// kMaxListId are refused: a list is expanded, and "0-2000000000" must cost an
+// error, not 8 GB.
+inline constexpr int kMaxListId = 1 << 16;
 Result<std::vector<int>> parse_id_list(std::string_view text, std::string_view what);
 
 }  // namespace kvtier::agent

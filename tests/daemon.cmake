@@ -6,8 +6,10 @@ kvtier_gtest(unit_daemon unit
 
 kvtier_gtest(privileged_daemon privileged
   SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp
+          privileged/hardening_test.cpp
   LIBS agent_daemon agent_sources)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
+target_compile_definitions(privileged_daemon PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # The whole daemon in the guest: kvtierd, started from its config, demotes the
 # cold part of a real process to node 1 and keeps its hot part on node 0.

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "agent/procfs.hpp"
+#include "agent/sysfs.hpp"
+#include "agent/topology_reader.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -41,6 +43,21 @@ TEST(ProcfsBounds, PureParsersTakeAnyText) {
   auto bad = parse_maps("ffff-0000 rw-p 0 0:0 0\n", "m");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().message, "m:1: malformed maps line 'ffff-0000 rw-p 0 0:0 0'");
+}
+
+// Lists are expanded id by id: a huge range is refused, not allocated.
+TEST(ProcfsBounds, IdListsAndNumbersAreBounded) {
+  auto ids = parse_id_list("0-2000000000", "online");
+  ASSERT_FALSE(ids);
+  EXPECT_EQ(
+      ids.error().message,
+      "online: malformed id list '0-2000000000' (bad part '0-2000000000'); expected e.g. 0-3,8");
+  EXPECT_EQ(parse_id_list("0-3,65536", "x").value().size(), 5U);
+  EXPECT_FALSE(parse_meminfo_field("Node 0 MemTotal: 99999999999999999 kB\n", "MemTotal", "m"));
+  EXPECT_EQ(parse_meminfo_field("Node 0 MemTotal: 4 kB\n", "MemTotal", "m").value(), 4096U);
+  EXPECT_FALSE(parse_distances("10 -1", "d"));
+  EXPECT_EQ(parse_u64("250\n", "read_latency").value(), 250U);
+  EXPECT_FALSE(parse_u64("", "read_latency"));
 }
 
 }  // namespace
