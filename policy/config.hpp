@@ -28,7 +28,7 @@ namespace kvtier::policy {
 // What the parser accepts before toml++ sees the text: a config is written by
 // root, but a file that is too large or nested too deep must cost one line,
 // never a crash (toml++ recurses once per nesting level and per dotted key part).
-inline constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxConfigBytes = std::size_t{256} << 10;
 inline constexpr int kMaxConfigDepth = 32;
 // At most this much of /proc/PID/cmdline is read and matched: any local user
 // controls the text, so its length must not be.

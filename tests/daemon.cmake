@@ -6,7 +6,7 @@ kvtier_gtest(unit_daemon unit
 
 kvtier_gtest(privileged_daemon privileged
   SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp
-          privileged/hardening_test.cpp
+          privileged/hardening_test.cpp privileged/stress_test.cpp
   LIBS agent_daemon agent_sources)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
 target_compile_definitions(privileged_daemon PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

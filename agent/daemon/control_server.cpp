@@ -27,7 +27,7 @@ constexpr int kListenBacklog = 16;
 // Read at most this much per readiness event, so one busy client cannot
 // starve the control loop's timer.
 constexpr std::size_t kMaxReadPerEvent = std::size_t{256} << 10;
-constexpr std::size_t kReplyHighWater = 1 << 20;
+constexpr std::size_t kReplyHighWater = std::size_t{256} << 10;
 // Connections accepted per readiness event: a connect flood takes turns with
 // the step timer and the clients already in.
 constexpr int kMaxAcceptsPerEvent = 64;
@@ -435,7 +435,10 @@ bool ControlServer::serve(Client& c) {
     while (c.out.size() < kReplyHighWater) {
       auto line = c.in.next_line();
       if (!line) break;
-      if (!line->empty()) handle_line(c, *line);
+      if (line->empty()) continue;
+      handle_line(c, *line);
+      // Sent at once: for a peer that has gone (EPIPE), nothing more is computed.
+      if (!flush(c)) return false;
     }
     // The request clock runs only while part of a line is in; the reply clock
     // while a reply waits to be read.
