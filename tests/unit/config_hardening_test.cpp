@@ -164,11 +164,11 @@ TEST(ConfigHardening, FileLimits) {
   p = load_config((dir / "big.toml").string());
   ASSERT_FALSE(p);
   ASSERT_EQ(p.error().size(), 1U);
-  EXPECT_THAT(p.error()[0].message, HasSubstr("larger than 1MiB"));
+  EXPECT_THAT(p.error()[0].message, HasSubstr("larger than 256KiB"));
   // /dev/zero never ends: the read is bounded.
   p = load_config("/dev/zero");
   ASSERT_FALSE(p);
-  EXPECT_THAT(p.error()[0].message, HasSubstr("larger than 1MiB"));
+  EXPECT_THAT(p.error()[0].message, HasSubstr("larger than 256KiB"));
   std::filesystem::remove_all(dir);
 }
 
