@@ -23,6 +23,9 @@ echo "sanitize: built in $(($(date +%s) - start)) s"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Function names and lines in the reports (the `llvm` package's symbolizer, by its real path).
+symbolizer=$(command -v llvm-symbolizer-19 || command -v llvm-symbolizer || true)
+[[ -n $symbolizer ]] && export ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$(readlink -f "$symbolizer")}
 labels='unit|privileged'
 if [[ $(id -u) -ne 0 ]]; then
   echo "sanitize: not root: unit tests only (privileged tests need root)"
