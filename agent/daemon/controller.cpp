@@ -170,12 +170,33 @@ Result<void> Controller::discover(TimeNs now) {
   return {};
 }
 
-void Controller::track_vmas(Target& t, TimeNs now) const {
+void Controller::track_vmas(Target& t, TimeNs now) {
   auto maps = read_maps(deps_.paths, t.pid);
   if (!maps) return;  // gone: discover() drops it next step
+  // Residency is read page by page every step, so what is tracked must stay
+  // within what the host could hold: a mapping larger than all its memory is
+  // a reservation (an allocator's arena, a sanitizer's shadow), mostly never
+  // touched, and any process can make one of many terabytes for free.
+  std::uint64_t host_bytes = 0;
+  for (const auto& n : topology_.nodes) host_bytes += n.mem_total_bytes;
   std::vector<AddrRange> vmas;
+  std::uint64_t tracked = 0;
+  std::uint64_t skipped = 0;
   for (const auto& e : *maps) {
-    if (is_movable_anon(e) && e.range.bytes() >= kMinVmaBytes) vmas.push_back(e.range);
+    if (!is_movable_anon(e) || e.range.bytes() < kMinVmaBytes) continue;
+    if (host_bytes > 0 && tracked + e.range.bytes() > host_bytes) {
+      skipped += e.range.bytes();
+      continue;
+    }
+    tracked += e.range.bytes();
+    vmas.push_back(e.range);
+  }
+  if (skipped > 0 && !t.said_reservations) {
+    t.said_reservations = true;
+    spdlog::warn(
+        "target {} ({}): {} of anonymous mappings not tracked: more than the host's {} of memory "
+        "(reservations, never all resident)",
+        t.pid, t.comm, policy::format_size(skipped), policy::format_size(host_bytes));
   }
   for (const auto& r : subtract(t.vmas, vmas)) t.heat->untrack(r);
   for (const auto& r : subtract(vmas, t.vmas)) t.heat->track(r, -1, now);

@@ -83,10 +83,11 @@ class Controller {
     std::vector<PlannedMove> last_moves;
     // Heat per address bin at each step, newest last (for `heatmap`).
     std::deque<std::vector<float>> history;
+    bool said_reservations = false;  // logged once that mappings were skipped
   };
 
   Result<void> discover(TimeNs now);
-  void track_vmas(Target& t, TimeNs now) const;
+  void track_vmas(Target& t, TimeNs now);
   void read_residency(Target& t);
   void record_history(Target& t, TimeNs now);
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;

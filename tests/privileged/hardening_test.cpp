@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -163,6 +165,40 @@ TEST(Hardening, BacktrackingSelectorDoesNotStallTheDaemon) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(call(k.sock, "status"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+}
+
+// Found by the stress test under AddressSanitizer (whose shadow is such a
+// mapping): a target with a 64 TiB MAP_NORESERVE reservation made every step
+// query 16 billion pages, and the daemon stopped answering for minutes. Any
+// user can name a process so that the shipped selectors pick it.
+TEST(Hardening, HugeReservationDoesNotStallTheLoop) {
+  REQUIRE_ROOT();
+  TempDir dir;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_NAME, "kvtier-huge");
+    void* p = mmap(nullptr, std::size_t{64} << 40, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) _exit(1);
+    *static_cast<volatile char*>(p) = 1;
+    [[maybe_unused]] auto n = write(ready[1], "r", 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  Daemon k(dir,
+           "[daemon]\ninterval = \"200ms\"\n[telemetry]\nsocket_group = \"root\"\n"
+           "[[group]]\nname = \"huge\"\n[group.select]\ncomm = [\"^kvtier-huge$\"]\n");
+  EXPECT_TRUE(wait_for([&] { return k.steps() >= 10; }, 10s)) << k.log();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(call(k.sock, "status"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  EXPECT_THAT(k.log(), HasSubstr("64TiB of anonymous mappings not tracked"));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 // Defect 3: SIGHUP with a config nested 40000 deep killed the running daemon.

@@ -303,6 +303,16 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
     return worst;
   };
 
+  // On a failure, kvtierd's own words (a sanitizer report, an error) matter most.
+  struct ShowLogOnFailure {
+    const fs::path& log;
+    ~ShowLogOnFailure() {
+      if (!::testing::Test::HasFailure()) return;
+      const std::string text = slurp(log);
+      std::printf("kvtierd log (last 6000 bytes):\n%s\n",
+                  text.substr(text.size() > 6000 ? text.size() - 6000 : 0).c_str());
+    }
+  } show{d.log};
   const auto worst1 = storm(kStormTime, 1);
   const long rss1 = rss_kib(d.pid);
   const auto worst2 = storm(kStormTime, 11);
