@@ -52,6 +52,16 @@ using testing::TempDir;
 using testing::wait_for;
 
 constexpr auto kStormTime = 12s;
+#ifdef KVTIER_SANITIZED
+// Under ASan and UBSan everything runs several times slower and freed memory
+// is held in a quarantine: the storm still hunts memory errors, but the
+// latency and memory figures are asserted in the optimized build only.
+constexpr auto kStatusWithin = 10s;
+constexpr bool kAssertFlatRss = false;
+#else
+constexpr auto kStatusWithin = 1s;
+constexpr bool kAssertFlatRss = true;
+#endif
 
 // ROOT/proc is /proc; ROOT/sys is /sys with devices/system/node and
 // devices/virtual/memory_tiering replaced: node 0 (the real CPUs and memory
@@ -286,8 +296,8 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
         auto s = status();
         const auto took = std::chrono::steady_clock::now() - t0;
         EXPECT_TRUE(s) << "status failed during the storm: " << s.error().message;
-        EXPECT_LT(took, 1s) << "status took " << std::chrono::duration<double>(took).count()
-                            << " s";
+        EXPECT_LT(took, kStatusWithin)
+            << "status took " << std::chrono::duration<double>(took).count() << " s";
         worst = std::max(worst, std::chrono::duration_cast<std::chrono::nanoseconds>(took));
         std::this_thread::sleep_for(100ms);
       }
@@ -324,7 +334,10 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
       std::chrono::duration<double, std::milli>(worst2).count(), fds0, count_fds(d.pid), rss0, rss1,
       rss2);
   // Flat: the second storm, as long as the first, adds (almost) nothing.
-  EXPECT_LT(rss2 - rss1, 8 * 1024) << "RSS " << rss0 << " -> " << rss1 << " -> " << rss2 << " KiB";
+  if (kAssertFlatRss) {
+    EXPECT_LT(rss2 - rss1, 8 * 1024)
+        << "RSS " << rss0 << " -> " << rss1 << " -> " << rss2 << " KiB";
+  }
 
   // The last config written was bad: the good one before it stays in force.
   ASSERT_TRUE(wait_for([&] {
