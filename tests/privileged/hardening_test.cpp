@@ -201,7 +201,8 @@ TEST(Hardening, HugeReservationDoesNotStallTheLoop) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(call(k.sock, "status"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
-  EXPECT_THAT(k.log(), HasSubstr("8TiB of anonymous mappings not tracked"));
+  // At least the 8 TiB (more under ASan: the child inherits its shadow too).
+  EXPECT_THAT(k.log(), HasSubstr("TiB of anonymous mappings not tracked: more than the host's"));
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
 }

@@ -53,10 +53,12 @@ using testing::wait_for;
 
 constexpr auto kStormTime = 12s;
 #ifdef KVTIER_SANITIZED
-// Under ASan and UBSan everything runs several times slower and freed memory
-// is held in a quarantine: the storm still hunts memory errors, but the
-// latency and memory figures are asserted in the optimized build only.
-constexpr auto kStatusWithin = 10s;
+// Under ASan and UBSan everything runs several times slower (measured here:
+// status answered within 2 to 11 s during the storm) and freed memory is held
+// in a quarantine: the storm still hunts memory errors and checks that status
+// answers at all, but the 1 s and flat-memory figures are asserted in the
+// optimized build only.
+constexpr auto kStatusWithin = 30s;
 constexpr bool kAssertFlatRss = false;
 #else
 constexpr auto kStatusWithin = 1s;
@@ -255,7 +257,8 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
   auto status = [&]() -> Result<json> {
     auto c = ControlClient::connect(sock);
     if (!c) return std::unexpected(c.error());
-    return c->call("status", json::object(), 2000ms);
+    return c->call("status", json::object(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(2 * kStatusWithin));
   };
   ASSERT_TRUE(wait_for([&] { return status().has_value(); }, 10s)) << slurp(d.log);
   auto st = status();
