@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "agent/daemon/capabilities.hpp"
+#include "agent/daemon/control_server.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/daemon_settings.hpp"
@@ -69,8 +71,12 @@ Result<kvtier::policy::CompiledConfig> load_config(const Options& opt,
                                                    const kvtier::policy::Topology* topo) {
   auto cc = kvtier::policy::load_compiled_config(opt.config, topo);
   if (!cc) {
+    // A bounded number of lines: a broken 1 MB file must not flood the journal
+    // or every later `status` reply.
     std::string lines;
-    for (const auto& p : cc.error()) lines += (lines.empty() ? "" : "\n") + p.to_string();
+    for (const auto& l : kvtier::policy::problem_lines(cc.error())) {
+      lines += (lines.empty() ? "" : "\n") + l;
+    }
     return kvtier::fail(lines);
   }
   return std::move(*cc);
@@ -111,6 +117,47 @@ Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
   return agent::select_source(reg, cfg.sources.prefer, cfg.sources.force);
+}
+
+bool has_demotion_target(const kvtier::policy::Topology& topo) {
+  return std::ranges::any_of(kvtier::policy::classify_nodes(topo),
+                             [](const auto& role) { return role.demotion_target; });
+}
+
+// Everything start-up refuses because of the configuration (or the command
+// line), apart from parsing it: the socket's owner, group and path, the mover
+// this host can run, a forced source this host lacks. `kvtierd --check-config`
+// runs it too, so ExecStartPre= fails where start-up would (exit 3) instead of
+// systemd restarting a daemon that can never start.
+Result<void> startup_problems(const Options& opt, const agent::HostPaths& paths,
+                              const kvtier::policy::Config& cfg,
+                              const agent::DaemonSettings& settings,
+                              const kvtier::policy::Topology* topo) {
+  std::vector<std::string> errors;
+  if (auto ok =
+          agent::check_socket_options(agent::ControlSocketOptions{.path = settings.socket_path,
+                                                                  .mode = settings.socket_mode,
+                                                                  .owner = settings.socket_owner,
+                                                                  .group = settings.socket_group});
+      !ok) {
+    std::istringstream lines(ok.error().message);
+    for (std::string line; std::getline(lines, line);) errors.push_back(opt.config + ": " + line);
+  }
+  if (topo != nullptr && has_demotion_target(*topo) &&
+      cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
+    errors.push_back(opt.config +
+                     ": mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; "
+                     "use \"move_pages\" or \"dry-run\"");
+  }
+  if (cfg.sources.force) {
+    if (auto choice = choose_source(paths, cfg); !choice) {
+      errors.push_back(opt.config + ": sources.force: " + choice.error().message);
+    }
+  }
+  if (errors.empty()) return {};
+  std::string msg;
+  for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+  return kvtier::fail(msg);
 }
 
 void log_lines(const std::string& prefix, const std::string& text) {
@@ -162,49 +209,37 @@ int check_config(const Options& opt, const Result<agent::DaemonSettings>& settin
   return kExitOk;
 }
 
-// Why kvtierd observes only ("" when it may move pages); an exit status for
-// a mover it cannot run.
-Result<std::string> observe_reason(const Options& opt, const kvtier::policy::Topology& topo,
-                                   const kvtier::policy::Config& cfg) {
-  bool any_target = false;
+// Why kvtierd observes only ("" when it may move pages). A mover it cannot
+// run was refused before, by startup_problems().
+std::string observe_reason(const kvtier::policy::Topology& topo) {
   for (const auto& role : kvtier::policy::classify_nodes(topo)) {
-    any_target = any_target || role.demotion_target;
     spdlog::info("node {}: {}", role.node, role.reason);
   }
-  if (!any_target) {
+  if (!has_demotion_target(topo)) {
     return "no demotion target node on this host (a memory-only node in a lower memory tier)";
   }
-  if (cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
-    spdlog::error(
-        "{}: mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; use "
-        "\"move_pages\" or \"dry-run\"",
-        opt.config);
-    return kvtier::fail("damos", kExitConfig);
-  }
-  return std::string();
+  return {};
 }
 
 // The loop's pieces: the hotness source, the mover (or why none), after the
 // capability check. The error's code is the exit status.
-Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPaths& paths,
+Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
                                         const kvtier::policy::Topology& topo,
                                         const kvtier::policy::Config& cfg) {
-  auto observe = observe_reason(opt, topo, cfg);
-  if (!observe) return std::unexpected(observe.error());
+  const std::string observe = observe_reason(topo);
   auto choice = choose_source(paths, cfg);
   if (!choice && cfg.sources.force) {
     spdlog::error("{}", choice.error().message);
     return kvtier::fail(choice.error().message, kExitFailed);
   }
   if (!choice) {
-    spdlog::warn("no hotness source can run here ({}): heat is unknown, nothing will be demoted",
-                 choice.error().message);
+    spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
   } else {
     spdlog::info("hotness source: {}", choice->reason);
   }
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
   if (choice) features.push_back(agent::feature_for(choice->source->kind()));
-  if (observe->empty()) features.push_back(agent::Feature::kMovePages);
+  if (observe.empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
     return kvtier::fail(caps.error().message, kExitCapability);
@@ -216,9 +251,9 @@ Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPat
       .self = getpid()};
   if (choice)
     deps.sources.push_back({.source = std::move(choice->source), .reason = choice->reason});
-  if (!observe->empty()) {
-    deps.observe_reason = *observe;
-    spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", *observe);
+  if (!observe.empty()) {
+    deps.observe_reason = observe;
+    spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe);
   } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDryRun) {
     deps.mover = std::make_unique<agent::DryRunMover>();
   } else {
@@ -278,6 +313,12 @@ int run(int argc, char** argv) {
   auto cc = load_config(opt, topo ? &*topo : nullptr);
   Result<agent::DaemonSettings> settings =
       cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
+  if (settings) {
+    if (auto ok = startup_problems(opt, paths, cc->config, *settings, topo ? &*topo : nullptr);
+        !ok) {
+      settings = std::unexpected(ok.error());
+    }
+  }
   if (opt.check_config) return check_config(opt, settings, cc ? cc->config.groups.size() : 0);
   if (!settings) {
     log_lines("invalid configuration: ", settings.error().message);
@@ -288,7 +329,7 @@ int run(int argc, char** argv) {
     spdlog::error("{}", topo.error().message);
     return kExitFailed;
   }
-  auto deps = make_deps(opt, paths, *topo, cc->config);
+  auto deps = make_deps(paths, *topo, cc->config);
   if (!deps) return deps.error().code;
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());

@@ -3,19 +3,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <re2/re2.h>
 #include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <ios>
 #include <limits>
 #include <optional>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -28,9 +28,55 @@
 
 namespace kvtier::policy {
 
+namespace {
+
+// Control characters (a NUL from "\u0000" in a TOML string, a newline) would
+// cut a message short in C APIs or split it in the journal: show them escaped.
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Keeps both ends of a very long line: the start names the value, the end says
+// what is allowed.
+constexpr std::size_t kMaxProblemLineBytes = 1024;
+std::string elide_middle(std::string text) {
+  if (text.size() <= kMaxProblemLineBytes) return text;
+  constexpr std::size_t kKeep = kMaxProblemLineBytes / 2;
+  const std::size_t cut = text.size() - 2 * kKeep;
+  return fmt::format("{}...({} bytes not shown)...{}", std::string_view(text).substr(0, kKeep), cut,
+                     std::string_view(text).substr(text.size() - kKeep));
+}
+
+}  // namespace
+
 std::string ConfigProblem::to_string() const {
-  if (key.empty()) return fmt::format("{}:{}: {}", file, line, message);
-  return fmt::format("{}:{}: {}: {}", file, line, key, message);
+  if (key.empty()) return elide_middle(printable(fmt::format("{}:{}: {}", file, line, message)));
+  return elide_middle(printable(fmt::format("{}:{}: {}: {}", file, line, key, message)));
+}
+
+std::vector<std::string> problem_lines(const ConfigProblems& problems, std::size_t max_lines) {
+  std::vector<std::string> lines;
+  const std::size_t shown =
+      problems.size() <= max_lines ? problems.size() : (max_lines > 0 ? max_lines - 1 : 0);
+  lines.reserve(shown + 1);
+  for (std::size_t i = 0; i < shown; ++i) lines.push_back(problems[i].to_string());
+  if (shown < problems.size()) {
+    lines.push_back(elide_middle(printable(
+        fmt::format("{}: and {} more problem(s) (fix these and check again: kvtierctl config "
+                    "check FILE)",
+                    problems.front().file, problems.size() - shown))));
+  }
+  return lines;
 }
 
 int Config::line_of(const std::string& key) const {
@@ -138,6 +184,18 @@ int line_of(const toml::node& n) {
   return static_cast<int>(n.source().begin.line);
 }
 
+// No config value has a use for control characters; a NUL ("\u0000") would
+// silently cut a path or a group name short where it reaches the C library.
+std::string control_character(std::string_view s) {
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return fmt::format("has the control character \\x{:02x}, which no value may contain", u);
+    }
+  }
+  return "";
+}
+
 class Parser {
  public:
   Parser(std::string file, Config& cfg) : file_(std::move(file)), cfg_(cfg) {}
@@ -189,6 +247,10 @@ class Section {
     const auto* s = n->as_string();
     if (s == nullptr) {
       problem(n, k, fmt::format("is {}, expected a string (allowed: {})", type_name(*n), allowed));
+      return false;
+    }
+    if (std::string why = control_character(s->get()); !why.empty()) {
+      problem(n, k, fmt::format("{} (allowed: {})", why, allowed));
       return false;
     }
     auto v = parse(std::string_view(s->get()));
@@ -368,11 +430,11 @@ class Section {
                    fmt::format("is {}, expected a string (allowed: {})", type_name(n), allowed));
         return;
       }
-      if (check) {
-        if (std::string why = check(s->get()); !why.empty()) {
-          p_.problem(line_of(n), key_path, fmt::format("{} (allowed: {})", why, allowed));
-          return;
-        }
+      std::string why = control_character(s->get());
+      if (why.empty() && check) why = check(s->get());
+      if (!why.empty()) {
+        p_.problem(line_of(n), key_path, fmt::format("{} (allowed: {})", why, allowed));
+        return;
       }
       items.push_back(s->get());
     });
@@ -435,9 +497,13 @@ std::expected<AddrRange, std::string> parse_addr_range(std::string_view s) {
   auto end = hex(s.substr(dash + 1));
   if (!start || !end) return std::unexpected(fmt::format("\"{}\" is not two hex addresses", s));
   if (*start >= *end) return std::unexpected(fmt::format("\"{}\" is empty or reversed", s));
-  // Whole pages: anything touching an excluded byte stays put.
-  return AddrRange{.start = *start & ~(kPageSize - 1),
-                   .end = (*end + kPageSize - 1) & ~(kPageSize - 1)};
+  // Whole pages: anything touching an excluded byte stays put. An end in the
+  // last page of the address space cannot round up (2^64 does not fit): it
+  // saturates at that page's start, which no process can map.
+  constexpr std::uint64_t kLastPage = ~(kPageSize - 1);
+  const std::uint64_t end_page =
+      *end > kLastPage ? kLastPage : (*end + kPageSize - 1) & ~(kPageSize - 1);
+  return AddrRange{.start = *start & ~(kPageSize - 1), .end = end_page};
 }
 
 constexpr TimeNs kMinute = 60 * kNsPerSec;
@@ -464,7 +530,9 @@ void read_telemetry(Section s, TelemetryConfig& t) {
     if (str != nullptr) {
       const std::string& m = str->get();
       const auto [ptr, ec] = std::from_chars(m.data(), m.data() + m.size(), v, 8);
-      good = !m.empty() && ec == std::errc{} && ptr == m.data() + m.size() && v <= 0777;
+      // The owner (kvtierd) must be able to use its own socket.
+      good =
+          !m.empty() && ec == std::errc{} && ptr == m.data() + m.size() && v >= 0600 && v <= 0777;
     }
     if (good) {
       t.socket_mode = v;
@@ -615,7 +683,19 @@ void read_group_policy(Parser& p, Section s, GroupPolicy& g) {
         }
         exclude.push_back(*r);
       });
-  if (has_exclude) g.exclude = exclude;
+  if (has_exclude) {
+    // Sorted and merged: the planner looks up one neighbour on each side, so
+    // a range nested in a larger one must not hide it.
+    std::ranges::sort(exclude, {}, &AddrRange::start);
+    g.exclude.clear();
+    for (const auto& r : exclude) {
+      if (!g.exclude.empty() && r.start <= g.exclude.back().end) {
+        g.exclude.back().end = std::max(g.exclude.back().end, r.end);
+      } else {
+        g.exclude.push_back(r);
+      }
+    }
+  }
   s.finish();
   if (g.promote && g.promote_heat <= g.demote_heat) {
     const toml::node* at =
@@ -723,12 +803,107 @@ void read_root(Parser& p, Config& cfg, const toml::table& root) {
 
 namespace {
 
+struct ShapeProblem {
+  int line = 0;
+  std::string message;
+};
+
+// Size and nesting, measured before toml++ parses: toml++ recurses once per
+// nesting level and once per part of a dotted key (`[a.a.a...]`), so a deep
+// file would overflow the stack instead of being refused. Depth counts open
+// brackets and braces plus the dots of the key or value being read, outside
+// strings and comments; a float's dot counts too, which only makes the
+// measure safer. kvtier's own schema is 5 deep at most.
+std::optional<ShapeProblem> check_shape(std::string_view text) {
+  if (text.size() > kMaxConfigBytes) {
+    return ShapeProblem{
+        .line = 0,
+        .message = fmt::format("is larger than {} (allowed: at most {})",
+                               format_size(kMaxConfigBytes), format_size(kMaxConfigBytes))};
+  }
+  int line = 1;
+  int brackets = 0;
+  int dots = 0;
+  std::size_t i = 0;
+  auto too_deep = [&] {
+    return ShapeProblem{
+        .line = line,
+        .message = fmt::format("nested more than {} levels deep (brackets, braces and dotted key "
+                               "parts together; allowed: at most {})",
+                               kMaxConfigDepth, kMaxConfigDepth)};
+  };
+  // Skips a string starting at text[i] (a quote); counts its newlines.
+  auto skip_string = [&] {
+    const char q = text[i];
+    const bool multi = text.substr(i, 3) == std::string(3, q);
+    i += multi ? 3 : 1;
+    while (i < text.size()) {
+      const char c = text[i];
+      if (c == '\n') {
+        if (!multi) return;  // toml++ reports the unterminated string
+        ++line;
+      } else if (c == '\\' && q == '"') {
+        ++i;  // the escaped character, whatever it is
+        if (i < text.size() && text[i] == '\n') ++line;
+      } else if (c == q && (!multi || text.substr(i, 3) == std::string(3, q))) {
+        i += multi ? 3 : 1;
+        // A multi-line string may end with up to two more quotes of its kind.
+        while (multi && i < text.size() && text[i] == q) ++i;
+        return;
+      }
+      ++i;
+    }
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    switch (c) {
+      case '"':
+      case '\'':
+        skip_string();
+        continue;
+      case '#':
+        while (i < text.size() && text[i] != '\n') ++i;
+        continue;
+      case '\n':
+        ++line;
+        dots = 0;
+        break;
+      case '[':
+      case '{':
+        ++brackets;
+        dots = 0;
+        break;
+      case ']':
+      case '}':
+        brackets = std::max(0, brackets - 1);
+        dots = 0;
+        break;
+      case '=':
+      case ',':
+        dots = 0;
+        break;
+      case '.':
+        ++dots;
+        break;
+      default:
+        break;
+    }
+    if (brackets + dots > kMaxConfigDepth) return too_deep();
+    ++i;
+  }
+  return std::nullopt;
+}
+
 // Parses as much as it can: the config with defaults where keys were wrong, and
 // every problem found, so compile_config can still look at the rest.
 std::pair<Config, ConfigProblems> parse_partial(std::string_view text, std::string_view file) {
   Config cfg;
   cfg.file = std::string(file);
   Parser p(cfg.file, cfg);
+  if (auto bad = check_shape(text)) {
+    p.problem(bad->line, "", bad->message);
+    return {std::move(cfg), p.take_problems()};
+  }
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -741,19 +916,29 @@ std::pair<Config, ConfigProblems> parse_partial(std::string_view text, std::stri
   return {std::move(cfg), p.take_problems()};
 }
 
-std::optional<std::string> read_file(const std::string& path) {
+// The file's text, or the one problem that stops it being read: missing or
+// unreadable, not a regular file (a directory reads as empty), or too large
+// (read with a bound, so /dev/zero or a growing file cannot exhaust memory).
+std::expected<std::string, ConfigProblem> read_file(const std::string& path) {
+  auto problem = [&](std::string message) {
+    return std::unexpected(
+        ConfigProblem{.file = path, .line = 0, .key = "", .message = std::move(message)});
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return problem("is a directory, not a config file (give the path of the TOML file)");
+  }
   std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in) return std::nullopt;
-  return text.str();
-}
-
-ConfigProblem unreadable(const std::string& path) {
-  return ConfigProblem{.file = path,
-                       .line = 0,
-                       .key = "",
-                       .message = "cannot read the file (check the path and its permissions)"};
+  if (!in) return problem("cannot read the file (check the path and its permissions)");
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return problem("cannot read the file (check the path and its permissions)");
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    return problem(fmt::format("is larger than {} (allowed: a config file of at most {})",
+                               format_size(kMaxConfigBytes), format_size(kMaxConfigBytes)));
+  }
+  return text;
 }
 
 }  // namespace
@@ -766,7 +951,7 @@ std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::s
 
 std::expected<Config, ConfigProblems> load_config(const std::string& path) {
   auto text = read_file(path);
-  if (!text) return std::unexpected(ConfigProblems{unreadable(path)});
+  if (!text) return std::unexpected(ConfigProblems{text.error()});
   return parse_config(*text, path);
 }
 
@@ -788,21 +973,39 @@ std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_vi
 std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
                                                                    const Topology* topo) {
   auto text = read_file(path);
-  if (!text) return std::unexpected(ConfigProblems{unreadable(path)});
+  if (!text) return std::unexpected(ConfigProblems{text.error()});
   return compile_config_text(*text, path, topo);
 }
 
+namespace {
+
+// Byte semantics (Latin-1), as /proc gives bytes: a command line need not be
+// UTF-8. Errors come back as values; RE2 must not write to stderr itself.
+RE2::Options regex_options() {
+  RE2::Options o;
+  o.set_encoding(RE2::Options::EncodingLatin1);
+  o.set_log_errors(false);
+  // Bounds the compiled program and its DFA cache; a pattern that needs more
+  // fails to compile, and matching falls back to the (still linear) NFA.
+  o.set_max_mem(std::int64_t{4} << 20);
+  return o;
+}
+
+}  // namespace
+
 std::expected<TargetMatcher, std::string> TargetMatcher::compile(const Selector& s) {
   TargetMatcher m;
-  auto compile_all = [](const std::vector<std::string>& in, std::vector<std::regex>& out,
+  auto compile_all = [](const std::vector<std::string>& in,
+                        std::vector<std::shared_ptr<const RE2>>& out,
                         std::string_view what) -> std::string {
+    static const RE2::Options kOptions = regex_options();
     for (std::size_t i = 0; i < in.size(); ++i) {
-      try {
-        out.emplace_back(in[i], std::regex::ECMAScript | std::regex::optimize);
-      } catch (const std::regex_error& e) {
+      auto re = std::make_shared<const RE2>(in[i], kOptions);
+      if (!re->ok()) {
         return fmt::format("{}[{}]\t\"{}\" is not a valid regular expression: {}", what, i, in[i],
-                           e.what());
+                           re->error());
       }
+      out.push_back(std::move(re));
     }
     return "";
   };
@@ -825,11 +1028,14 @@ bool TargetMatcher::matches(const ProcessInfo& p) const {
       return true;
     }
   }
+  // Bounded here too: a ProcessInfo need not come from read_process.
+  const std::string_view comm = std::string_view(p.comm).substr(0, kMaxCmdlineBytes);
+  const std::string_view cmdline = std::string_view(p.cmdline).substr(0, kMaxCmdlineBytes);
   for (const auto& r : comm_) {
-    if (std::regex_search(p.comm, r)) return true;
+    if (RE2::PartialMatch(comm, *r)) return true;
   }
   for (const auto& r : cmdline_) {
-    if (std::regex_search(p.cmdline, r)) return true;
+    if (RE2::PartialMatch(cmdline, *r)) return true;
   }
   return false;
 }
@@ -857,7 +1063,7 @@ std::expected<CompiledConfig, ConfigProblems> compile_config(Config config, cons
     if (!m) {
       const auto tab = m.error().find('\t');
       add(fmt::format("{}.select.{}", base, m.error().substr(0, tab)),
-          m.error().substr(tab + 1) + " (allowed: ECMAScript regular expressions)");
+          m.error().substr(tab + 1) + " (allowed: RE2 regular expressions)");
     } else {
       out.match_order.push_back(CompiledGroup{.index = i, .matcher = std::move(*m)});
     }

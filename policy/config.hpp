@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <expected>
 #include <map>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +19,23 @@
 #include "policy/types.hpp"
 #include "policy/units.hpp"
 
+namespace re2 {
+class RE2;
+}
+
 namespace kvtier::policy {
+
+// What the parser accepts before toml++ sees the text: a config is written by
+// root, but a file that is too large or nested too deep must cost one line,
+// never a crash (toml++ recurses once per nesting level and per dotted key part).
+inline constexpr std::size_t kMaxConfigBytes = std::size_t{256} << 10;
+inline constexpr int kMaxConfigDepth = 32;
+// At most this much of /proc/PID/cmdline is read and matched: any local user
+// controls the text, so its length must not be.
+inline constexpr std::size_t kMaxCmdlineBytes = std::size_t{16} << 10;
+// Problem lines kvtierd logs, keeps for `status` and `config check` prints;
+// the rest are counted in one last line.
+inline constexpr std::size_t kMaxProblemLines = 20;
 
 // One thing wrong with a config file, printed as FILE:LINE: KEY.PATH: MESSAGE,
 // where MESSAGE says what is wrong and what is allowed.
@@ -29,9 +45,16 @@ struct ConfigProblem {
   std::string key;
   std::string message;
 
+  // Control characters are escaped and a very long line is cut in the middle,
+  // so one problem is always one readable line.
   [[nodiscard]] std::string to_string() const;
 };
 using ConfigProblems = std::vector<ConfigProblem>;
+
+// One line per problem, at most `max_lines`: past that the last line says how
+// many more there are.
+std::vector<std::string> problem_lines(const ConfigProblems& problems,
+                                       std::size_t max_lines = kMaxProblemLines);
 
 struct DaemonConfig {
   TimeNs interval = 5 * kNsPerSec;  // one collect -> plan -> move cycle
@@ -87,10 +110,11 @@ struct MoverConfig {
 
 // A process belongs to a group when ANY of its selectors matches.
 struct Selector {
-  std::vector<std::string> comm;     // regex over /proc/PID/comm (std::regex ECMAScript, search)
-  std::vector<std::string> cmdline;  // regex over the NUL-separated cmdline joined by spaces
-  std::vector<std::string> exe;      // exact absolute path of /proc/PID/exe
-  std::vector<std::string> cgroup;   // cgroup v2 path; the cgroup and everything below it
+  std::vector<std::string> comm;  // RE2 regex searched in /proc/PID/comm
+  std::vector<std::string>
+      cmdline;                      // RE2 regex searched in the cmdline, arguments joined by spaces
+  std::vector<std::string> exe;     // exact absolute path of /proc/PID/exe
+  std::vector<std::string> cgroup;  // cgroup v2 path; the cgroup and everything below it
   std::vector<Pid> pid;
 
   [[nodiscard]] bool empty() const {
@@ -136,7 +160,7 @@ struct Config {
 // TOML text -> Config. Reports every syntax, type, range, unknown-key and
 // consistency problem it finds.
 std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::string_view file);
-// Reads `path` and parses it.
+// Reads `path` (a regular file of at most kMaxConfigBytes) and parses it.
 std::expected<Config, ConfigProblems> load_config(const std::string& path);
 
 // What the daemon knows about a process when it decides whether to manage it.
@@ -148,15 +172,16 @@ struct ProcessInfo {
   std::string cgroup;  // cgroup v2 path from /proc/PID/cgroup ("/system.slice/x.service")
 };
 
-// A selector with its regexes compiled.
+// A selector with its regexes compiled. RE2 matches in time linear in the
+// text, whatever the pattern: a process name cannot stall the daemon.
 class TargetMatcher {
  public:
   static std::expected<TargetMatcher, std::string> compile(const Selector& s);
   [[nodiscard]] bool matches(const ProcessInfo& p) const;
 
  private:
-  std::vector<std::regex> comm_;
-  std::vector<std::regex> cmdline_;
+  std::vector<std::shared_ptr<const re2::RE2>> comm_;
+  std::vector<std::shared_ptr<const re2::RE2>> cmdline_;
   std::vector<std::string> exe_;
   std::vector<std::string> cgroup_;
   std::vector<Pid> pid_;

@@ -79,6 +79,11 @@ std::string trim_number(double v) {
 std::expected<TimeNs, std::string> parse_duration(std::string_view text) {
   auto v = parse_with_units(text, kDurationUnits, "ms, s, m, h");
   if (!v) return std::unexpected(v.error());
+  // Rounded through a signed 64-bit integer (292 years of nanoseconds): past
+  // that llround would wrap and the range check would quote a nonsense value.
+  if (*v >= static_cast<double>(std::numeric_limits<std::int64_t>::max())) {
+    return std::unexpected(fmt::format("\"{}\" is too large", text));
+  }
   return static_cast<TimeNs>(std::llround(*v));
 }
 

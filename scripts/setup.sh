@@ -9,11 +9,13 @@ build=${KVTIER_BUILD_DIR:-$top/build}
 packages=(
   # toolchain and checks
   build-essential cmake ninja-build pkg-config clang clang-19 clang-format clang-tidy-19 llvm
+  # libFuzzer and the sanitizer runtimes for clang-19 (scripts/fuzz.sh, scripts/sanitize.sh)
+  libclang-rt-19-dev
   # BPF
   libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev
   # libraries
   libnuma-dev libspdlog-dev libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
-  libsystemd-dev prometheus-cpp-dev liburing-dev
+  libsystemd-dev prometheus-cpp-dev liburing-dev libre2-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib
   # the tiered-memory guest

@@ -1,13 +1,15 @@
 # The daemon shell (agent/daemon) and the operator tool's daemon-side commands.
 kvtier_gtest(unit_daemon unit
   SOURCES unit/control_protocol_test.cpp unit/telemetry_test.cpp unit/capabilities_test.cpp
-          unit/event_loop_test.cpp unit/kv_size_test.cpp
+          unit/event_loop_test.cpp unit/kv_size_test.cpp unit/log_limiter_test.cpp
   LIBS agent_daemon)
 
 kvtier_gtest(privileged_daemon privileged
   SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp
+          privileged/hardening_test.cpp privileged/stress_test.cpp
   LIBS agent_daemon agent_sources)
 add_dependencies(privileged_daemon kvtierd kvtierctl)
+target_compile_definitions(privileged_daemon PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 # The whole daemon in the guest: kvtierd, started from its config, demotes the
 # cold part of a real process to node 1 and keeps its hot part on node 0.

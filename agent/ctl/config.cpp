@@ -47,7 +47,7 @@ int check(const std::string& file, bool use_topology, const Globals& g) {
   auto compiled = policy::load_compiled_config(file, topo ? &*topo : nullptr);
   if (!compiled) {
     const policy::ConfigProblems& problems = compiled.error();
-    for (const auto& p : problems) std::cerr << p.to_string() << '\n';
+    for (const auto& line : policy::problem_lines(problems)) std::cerr << line << '\n';
     std::cerr << fmt::format("{}: {} problem(s)\n", file, problems.size());
     return kExitFailed;
   }

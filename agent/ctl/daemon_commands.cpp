@@ -83,7 +83,9 @@ void add_daemon_commands(CLI::App& app, Globals& g) {
     // JSON is the only format; --json is accepted so scripts can say what they expect.
     cmd->add_flag("--json", *json_flag, "Print JSON (the default and only format)");
     cmd->add_flag("--compact", *compact, "One line instead of indented JSON");
-    cmd->callback([&g, compact] {
+    // json_flag is captured to keep it alive: CLI11 writes through the pointer
+    // when --json is given (it was freed here before; AddressSanitizer found it).
+    cmd->callback([&g, compact, json_flag] {
       ask(g, "dump", "dump",
           [&](const json& d) { std::cout << (*compact ? d.dump() : d.dump(2)) << '\n'; });
     });

@@ -136,9 +136,13 @@ int run_kv_size(const Globals& g, const KvSizeArgs& a) {
   auto tokens = policy::parse_count(a.tokens);
   auto batch = policy::parse_count(a.batch);
   for (const auto* r : {&tokens, &batch}) {
+    const char* flag = r == &tokens ? "--tokens: " : "--batch: ";
     if (!*r) {
-      std::cerr << "kvtierctl kv-size: " << (r == &tokens ? "--tokens: " : "--batch: ")
-                << r->error().message << '\n';
+      std::cerr << "kvtierctl kv-size: " << flag << r->error().message << '\n';
+      return kExitUsage;
+    }
+    if (**r == 0) {
+      std::cerr << "kvtierctl kv-size: " << flag << "must be at least 1\n";
       return kExitUsage;
     }
   }
@@ -198,12 +202,17 @@ void add_kv_size_command(CLI::App& app, Globals& g) {
       "and how it splits between this host's DRAM and CXL nodes");
   cmd->add_option("--model", a->model, "A preset shape (--list-models shows them)")
       ->option_text("NAME");
+  // Range-checked: "-1" would otherwise wrap to 2^64-1 in an unsigned option.
+  const CLI::Range dimension(std::uint64_t{1}, std::uint64_t{1} << 20);
   cmd->add_option("--layers", a->layers, "Transformer layers (overrides the preset)")
-      ->option_text("N");
+      ->option_text("N")
+      ->check(dimension);
   cmd->add_option("--kv-heads", a->kv_heads, "Key/value heads per layer (overrides the preset)")
-      ->option_text("N");
+      ->option_text("N")
+      ->check(dimension);
   cmd->add_option("--head-dim", a->head_dim, "Dimension of one head (overrides the preset)")
-      ->option_text("N");
+      ->option_text("N")
+      ->check(dimension);
   cmd->add_option("--tokens", a->tokens, "Tokens per sequence; K, M suffixes are x1024")
       ->option_text("N");
   cmd->add_option("--batch", a->batch, "Sequences held at once")

@@ -149,8 +149,19 @@ void add_top(CLI::App& app, Globals& g) {
   auto iterations = std::make_shared<int>(0);
   auto* cmd = app.add_subcommand(
       "top", "Live per-target heat and residency per node, refreshed like top (Ctrl-C quits)");
+  // NaN passes CLI::Range (every comparison is false) and made top spin.
+  const CLI::Validator finite(
+      [](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v) || !std::isfinite(v)) {
+          return "must be a number of seconds, not " + in;
+        }
+        return {};
+      },
+      "SECONDS");
   cmd->add_option("-d,--delay", *interval, "Seconds between refreshes")
       ->capture_default_str()
+      ->check(finite)
       ->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("-n,--iterations", *iterations, "Stop after N refreshes (0: never)")
       ->capture_default_str()

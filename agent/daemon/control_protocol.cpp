@@ -1,6 +1,8 @@
 #include "agent/daemon/control_protocol.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +32,33 @@ Result<ControlRequest> parse_request(std::string_view line) {
     req.args = *args;
   }
   return req;
+}
+
+Result<std::int64_t> integer_arg(const json& args, std::string_view name,
+                                 std::optional<std::int64_t> fallback, std::int64_t lo,
+                                 std::int64_t hi) {
+  const auto it = args.is_object() ? args.find(name) : args.end();
+  if (!args.is_object() || it == args.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return fail(fmt::format("missing integer argument '{}'", name));
+  }
+  bool ok = false;
+  std::int64_t v = 0;
+  if (it->is_number_unsigned()) {
+    const auto u = it->get<std::uint64_t>();
+    ok = u <= static_cast<std::uint64_t>(std::max<std::int64_t>(hi, 0));
+    v = static_cast<std::int64_t>(u);
+  } else if (it->is_number_integer()) {
+    v = it->get<std::int64_t>();
+    ok = true;
+  }
+  if (!ok || v < lo || v > hi) {
+    std::string shown = it->dump(-1, ' ', false, json::error_handler_t::replace);
+    if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+    return fail(
+        fmt::format("argument '{}' is {}, not an integer from {} to {}", name, shown, lo, hi));
+  }
+  return v;
 }
 
 std::string encode_ok(const json& result) {

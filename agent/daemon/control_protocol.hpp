@@ -6,6 +6,7 @@
 // Lines are bounded so a client cannot make the daemon buffer without limit.
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -29,6 +30,14 @@ std::string encode_request(const ControlRequest& req);
 // Rejects anything that is not an object with a string "command" and, if
 // present, an object "args"; the error says which.
 Result<ControlRequest> parse_request(std::string_view line);
+
+// An integer argument of a request, range-checked before any narrowing (so
+// 4294967297 is refused, not taken as pid 1). Missing: `fallback`, or an error
+// when there is none. Any other type or value: an error naming the argument
+// and the range.
+Result<std::int64_t> integer_arg(const nlohmann::json& args, std::string_view name,
+                                 std::optional<std::int64_t> fallback, std::int64_t lo,
+                                 std::int64_t hi);
 
 std::string encode_ok(const nlohmann::json& result);
 std::string encode_error(std::string_view message);

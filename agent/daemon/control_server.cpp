@@ -26,6 +26,7 @@
 
 #include "agent/daemon/control_protocol.hpp"
 #include "agent/daemon/event_loop.hpp"
+#include "agent/host/clock.hpp"
 #include "policy/error.hpp"
 
 namespace kvtier::agent {
@@ -37,7 +38,14 @@ constexpr int kListenBacklog = 16;
 // Read at most this much per readiness event, so one busy client cannot
 // starve the control loop's timer.
 constexpr std::size_t kMaxReadPerEvent = std::size_t{256} << 10;
-constexpr std::size_t kReplyHighWater = 1 << 20;
+constexpr std::size_t kReplyHighWater = std::size_t{256} << 10;
+// Connections accepted per readiness event: a connect flood takes turns with
+// the step timer and the clients already in.
+constexpr int kMaxAcceptsPerEvent = 64;
+
+TimeNs ns(std::chrono::milliseconds ms) {
+  return static_cast<TimeNs>(std::chrono::nanoseconds(ms).count());
+}
 
 Result<sockaddr_un> unix_address(const std::filesystem::path& path) {
   sockaddr_un addr{};
@@ -97,6 +105,34 @@ Result<void> check_peer(const PeerCred& peer, uid_t daemon_uid, gid_t socket_gid
   return fail(fmt::format(
       "permission denied: uid {} (pid {}) is not root, kvtierd's user or a member of group {}",
       peer.uid, peer.pid, group_name));
+}
+
+Result<void> check_socket_options(const ControlSocketOptions& opts) {
+  std::vector<std::string> errors;
+  if ((opts.mode & ~0777U) != 0) {
+    errors.push_back(fmt::format("socket mode {:o} has bits outside 0777", opts.mode));
+  }
+  if (auto addr = unix_address(opts.path); !addr) errors.push_back(addr.error().message);
+  if (!opts.owner.empty()) {
+    if (auto uid = lookup_user(opts.owner); !uid) {
+      errors.push_back("control socket owner: " + uid.error().message);
+    }
+  }
+  if (!opts.group.empty()) {
+    if (auto gid = lookup_group(opts.group); !gid) {
+      errors.push_back("control socket group: " + gid.error().message);
+    }
+  }
+  struct stat st {};
+  if (lstat(opts.path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    errors.push_back(
+        fmt::format("{} exists and is not a socket; remove it or choose another socket path",
+                    opts.path.string()));
+  }
+  if (errors.empty()) return {};
+  std::string msg;
+  for (const auto& e : errors) msg += (msg.empty() ? "" : "\n") + e;
+  return fail(msg);
 }
 
 Result<uid_t> lookup_user(const std::string& name) {
@@ -227,6 +263,12 @@ Result<std::unique_ptr<ControlServer>> ControlServer::open(EventLoop& loop,
   if (auto added = loop.add_fd(fd, EPOLLIN, [self](std::uint32_t) { self->on_accept(); }); !added) {
     return std::unexpected(added.error());
   }
+  // Deadlines are checked a few times per shortest timeout, at most every second.
+  const auto period = std::clamp(std::min(srv->opts_.idle_timeout, srv->opts_.request_timeout) / 4,
+                                 std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+  auto timer = loop.add_timer(period, period, [self] { self->sweep(monotonic_now()); });
+  if (!timer) return std::unexpected(timer.error());
+  srv->sweep_timer_ = *timer;
   srv->register_command("help", [self](const json&, const PeerCred&) -> Result<json> {
     json names = json::array();
     for (const auto& [name, _] : self->commands_) names.push_back(name);
@@ -238,6 +280,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::open(EventLoop& loop,
 }
 
 ControlServer::~ControlServer() {
+  if (sweep_timer_) loop_.remove_timer(*sweep_timer_);
   while (!clients_.empty()) close_client(clients_.begin()->first);
   if (listen_fd_ >= 0) {
     loop_.remove_fd(listen_fd_);
@@ -256,38 +299,72 @@ void ControlServer::register_command(const std::string& name, Handler handler) {
   commands_[name] = std::move(handler);
 }
 
+std::string ControlServer::no_slot_for(const PeerCred& peer) const {
+  if (clients_.size() >= opts_.max_clients) {
+    return fmt::format("too many clients (limit {})", opts_.max_clients);
+  }
+  if (peer.uid == 0 || peer.uid == daemon_uid_) return "";
+  const std::size_t shared =
+      opts_.max_clients - std::min(opts_.reserved_for_root, opts_.max_clients);
+  if (clients_.size() >= shared) {
+    return fmt::format("too many clients (limit {}; the last {} are kept for root)",
+                       opts_.max_clients, opts_.max_clients - shared);
+  }
+  const auto mine = static_cast<std::size_t>(std::ranges::count_if(
+      clients_, [&](const auto& kv) { return kv.second->peer.uid == peer.uid; }));
+  if (mine >= opts_.max_clients_per_uid) {
+    return fmt::format("too many connections from uid {} (limit {} per user)", peer.uid,
+                       opts_.max_clients_per_uid);
+  }
+  return "";
+}
+
+void ControlServer::refuse(int fd, const PeerCred& peer, std::string_view kind,
+                           const std::string& why) {
+  log_.log(spdlog::level::warn, fmt::format("control socket: {}", kind),
+           fmt::format("control socket: rejected uid {} pid {}: {}", peer.uid, peer.pid, why),
+           monotonic_now());
+  // Best effort: the socket buffer is empty, so this short line fits.
+  const std::string line = encode_error(why);
+  [[maybe_unused]] auto n = send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+}
+
 void ControlServer::on_accept() {
-  while (true) {
+  for (int accepted = 0; accepted < kMaxAcceptsPerEvent; ++accepted) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EINTR || err == ECONNABORTED) return;
-      spdlog::warn("control socket: accept: {}", errno_text(err));
+      // EMFILE and friends: the pending connection stays queued; try again at
+      // the next event rather than spin.
+      log_.log(spdlog::level::warn, "control socket: accept errors",
+               fmt::format("control socket: accept: {}", errno_text(err)), monotonic_now());
       return;
     }
     auto peer = peer_credentials(fd);
     if (!peer) {
-      spdlog::warn("control socket: dropping a client: {}", peer.error().message);
+      log_.log(spdlog::level::warn, "control socket: unreadable peers",
+               fmt::format("control socket: dropping a client: {}", peer.error().message),
+               monotonic_now());
       close(fd);
       continue;
     }
-    auto allowed = check_peer(*peer, daemon_uid_, socket_gid_, socket_group_name_);
-    const bool full = clients_.size() >= opts_.max_clients;
-    if (!allowed || full) {
-      const std::string why = allowed
-                                  ? fmt::format("too many clients (limit {})", opts_.max_clients)
-                                  : allowed.error().message;
-      if (!allowed) ++rejected_;
-      spdlog::warn("control socket: rejected uid {} pid {}: {}", peer->uid, peer->pid, why);
-      // Best effort: the socket buffer is empty, so this short line fits.
-      const std::string line = encode_error(why);
-      [[maybe_unused]] auto n = send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      close(fd);
+    if (auto allowed = check_peer(*peer, daemon_uid_, socket_gid_, socket_group_name_); !allowed) {
+      ++rejected_;
+      refuse(fd, *peer, "rejected peers", allowed.error().message);
+      continue;
+    }
+    if (std::string why = no_slot_for(*peer); !why.empty()) {
+      ++refused_full_;
+      refuse(fd, *peer, "refused connections (no free slot)", why);
       continue;
     }
     spdlog::debug("control socket: client uid {} pid {}", peer->uid, peer->pid);
-    auto client = std::make_unique<Client>(
-        Client{.fd = fd, .peer = std::move(*peer), .in = LineReader(opts_.max_request_bytes)});
+    auto client = std::make_unique<Client>(Client{.fd = fd,
+                                                  .peer = std::move(*peer),
+                                                  .in = LineReader(opts_.max_request_bytes),
+                                                  .last_active = monotonic_now()});
     if (auto added = loop_.add_fd(fd, EPOLLIN | EPOLLRDHUP,
                                   [this, fd](std::uint32_t ev) { on_client(fd, ev); });
         !added) {
@@ -297,6 +374,38 @@ void ControlServer::on_accept() {
     }
     clients_[fd] = std::move(client);
   }
+}
+
+void ControlServer::drop(int fd, const std::string& why) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  const Client& c = *it->second;
+  ++dropped_;
+  log_.log(spdlog::level::warn, "control socket: dropped clients",
+           fmt::format("control socket: dropped uid {} pid {}: {}", c.peer.uid, c.peer.pid, why),
+           monotonic_now());
+  const std::string line = encode_error(why);
+  [[maybe_unused]] auto n = send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close_client(fd);
+}
+
+void ControlServer::sweep(TimeNs now) {
+  std::vector<std::pair<int, std::string>> late;
+  for (const auto& [fd, c] : clients_) {
+    const TimeNs request_timeout = ns(opts_.request_timeout);
+    if (c->request_started != 0 && now - c->request_started > request_timeout) {
+      late.emplace_back(
+          fd, fmt::format("request not finished within {} ms", opts_.request_timeout.count()));
+    } else if (c->reply_queued != 0 && now - c->reply_queued > request_timeout) {
+      late.emplace_back(fd,
+                        fmt::format("reply not read within {} ms", opts_.request_timeout.count()));
+    } else if (c->request_started == 0 && c->reply_queued == 0 &&
+               now - c->last_active > ns(opts_.idle_timeout)) {
+      late.emplace_back(fd, fmt::format("idle for {} ms", opts_.idle_timeout.count()));
+    }
+  }
+  for (const auto& [fd, why] : late) drop(fd, why);
+  log_.flush(now);
 }
 
 void ControlServer::on_client(int fd, std::uint32_t events) {
@@ -323,9 +432,14 @@ void ControlServer::on_client(int fd, std::uint32_t events) {
         break;
       }
       total += static_cast<std::size_t>(n);
+      c.last_active = monotonic_now();
+      if (c.request_started == 0) c.request_started = c.last_active;
       if (!c.in.append(std::string_view(buf.data(), static_cast<std::size_t>(n)))) {
-        spdlog::warn("control socket: uid {} pid {} sent a request longer than {} bytes; dropped",
-                     c.peer.uid, c.peer.pid, opts_.max_request_bytes);
+        log_.log(spdlog::level::warn, "control socket: over-long requests",
+                 fmt::format("control socket: uid {} pid {} sent a request longer than {} bytes; "
+                             "dropped",
+                             c.peer.uid, c.peer.pid, opts_.max_request_bytes),
+                 c.last_active);
         c.out += encode_error(fmt::format("request longer than {} bytes", opts_.max_request_bytes));
         c.closing = true;
         break;
@@ -344,8 +458,18 @@ bool ControlServer::serve(Client& c) {
     while (c.out.size() < kReplyHighWater) {
       auto line = c.in.next_line();
       if (!line) break;
-      if (!line->empty()) handle_line(c, *line);
+      if (line->empty()) continue;
+      handle_line(c, *line);
+      // Sent at once: for a peer that has gone (EPIPE), nothing more is computed.
+      if (!flush(c)) return false;
     }
+    // The request clock runs only while part of a line is in; the reply clock
+    // while a reply waits to be read.
+    if (c.in.pending() == 0 || c.in.has_line()) c.request_started = 0;
+    if (c.in.pending() > 0 && !c.in.has_line() && c.request_started == 0) {
+      c.request_started = monotonic_now();
+    }
+    if (!c.out.empty() && c.reply_queued == 0) c.reply_queued = monotonic_now();
     if (!flush(c)) return false;
     if (!c.out.empty() || !c.in.has_line()) return true;
   }
@@ -368,7 +492,8 @@ void ControlServer::handle_line(Client& c, const std::string& line) {
     auto result = cmd->second(req->args, c.peer);
     c.out += result ? encode_ok(*result) : encode_error(result.error().message);
   } catch (const std::exception& e) {
-    spdlog::warn("control command {} failed: {}", req->command, e.what());
+    log_.log(spdlog::level::warn, "control socket: failed commands",
+             fmt::format("control command {} failed: {}", req->command, e.what()), monotonic_now());
     c.out += encode_error(fmt::format("command {} failed: {}", req->command, e.what()));
   }
 }
@@ -387,11 +512,13 @@ bool ControlServer::flush(Client& c) {
     sent += static_cast<std::size_t>(n);
   }
   c.out.erase(0, sent);
+  if (sent > 0) {
+    c.last_active = monotonic_now();
+    // Progress restarts the reply clock: a large dump read steadily is fine.
+    c.reply_queued = c.out.empty() ? 0 : c.last_active;
+  }
   if (c.out.size() > opts_.max_pending_output) {
-    spdlog::warn(
-        "control socket: uid {} pid {} is not reading its replies ({} bytes queued); dropped",
-        c.peer.uid, c.peer.pid, c.out.size());
-    close_client(fd);
+    drop(fd, fmt::format("not reading its replies ({} bytes queued)", c.out.size()));
     return false;
   }
   if (c.out.empty() && c.closing && !c.in.has_line()) {

@@ -26,6 +26,7 @@
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/planner.hpp"
+#include "policy/topology.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -108,7 +109,9 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   const bool changed =
       state_.targets.discover(state_.config, [this](std::size_t g) { return heat_params(g); });
   if (auto ok = start_sources(changed || std::exchange(targets_changed_, false)); !ok) return ok;
-  state_.targets.track_vmas(now);
+  std::uint64_t host_bytes = 0;
+  for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
+  state_.targets.track_vmas(now, host_bytes);
   return {};
 }
 

@@ -23,6 +23,12 @@
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
+namespace {
+
+constexpr std::size_t kMaxReloadErrorLines = 20;
+constexpr std::size_t kMaxReloadErrorBytes = 1024;
+
+}  // namespace
 
 using nlohmann::json;
 
@@ -179,11 +185,20 @@ bool Daemon::reload() {
     telemetry_.add("kvtier_reloads_total", {{"result", "rejected"}});
     last_reload_errors_.clear();
     std::istringstream lines(next.error().message);
+    std::size_t more = 0;
     for (std::string line; std::getline(lines, line);) {
-      if (!line.empty()) last_reload_errors_.push_back(line);
+      if (line.empty()) continue;
+      // Kept for every later `status` reply and logged: bounded whatever the hook returns.
+      if (last_reload_errors_.size() < kMaxReloadErrorLines) {
+        last_reload_errors_.push_back(line.substr(0, kMaxReloadErrorBytes));
+      } else {
+        ++more;
+      }
     }
-    spdlog::error("reload rejected ({} error{}); the running configuration stays in effect",
-                  last_reload_errors_.size(), last_reload_errors_.size() == 1 ? "" : "s");
+    const std::size_t total = last_reload_errors_.size() + more;
+    if (more > 0) last_reload_errors_.push_back(fmt::format("and {} more line(s)", more));
+    spdlog::error("reload rejected ({} error{}); the running configuration stays in effect", total,
+                  total == 1 ? "" : "s");
     for (const auto& line : last_reload_errors_) spdlog::error("reload: {}", line);
     sd_.ready("running (last reload rejected, see the journal)");
     return false;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/un.h>
 
 #include <string>
 #include <vector>
@@ -15,6 +16,14 @@ Result<void> validate_settings(const DaemonSettings& s) {
   std::vector<std::string> errors;
   if (s.socket_path.empty() || !s.socket_path.is_absolute()) {
     errors.push_back(fmt::format("socket path \"{}\" must be absolute", s.socket_path.string()));
+  }
+  // A unix socket address holds the path and its NUL in 108 bytes.
+  constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (s.socket_path.native().size() > kMaxSocketPath) {
+    errors.push_back(fmt::format(
+        "socket path {} is {} bytes, longer than the {} a unix socket address holds (choose a "
+        "shorter path)",
+        s.socket_path.string(), s.socket_path.native().size(), kMaxSocketPath));
   }
   if ((s.socket_mode & ~0777U) != 0) {
     errors.push_back(fmt::format("socket mode {:o} has bits outside 0777", s.socket_mode));

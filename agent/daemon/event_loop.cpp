@@ -173,7 +173,10 @@ Result<int> EventLoop::run_once(std::chrono::milliseconds timeout) {
   }
   int handled = 0;
   for (int i = 0; i < n; ++i) {
-    auto it = entries_.find(events[static_cast<std::size_t>(i)].data.u64);
+    // A copy: struct epoll_event is packed on x86-64, so its u64 is not
+    // 8-byte aligned and must not be bound to a reference (UBSan says so).
+    const std::uint64_t token = events[static_cast<std::size_t>(i)].data.u64;
+    auto it = entries_.find(token);
     if (it == entries_.end()) continue;  // removed by an earlier handler in this batch
     // Keep the handler alive even if it removes itself.
     const auto handler = it->second.handler;

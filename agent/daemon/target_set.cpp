@@ -15,6 +15,7 @@
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
 #include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -35,6 +36,32 @@ std::vector<AddrRange> subtract(const std::vector<AddrRange>& old_ranges,
       cur = std::max(cur, n.end);
     }
     if (cur < o.end) out.push_back({cur, o.end});
+  }
+  return out;
+}
+
+struct TrackedVmas {
+  std::vector<AddrRange> vmas;  // sorted
+  std::uint64_t skipped_bytes = 0;
+};
+
+// The movable anonymous mappings of 1 MiB or more, in address order, up to
+// `host_bytes` in all (0: no bound). Residency is read page by page every
+// step, so what is tracked must stay within what the host could hold: a
+// mapping larger than all its memory is a reservation (an allocator's arena,
+// a sanitizer's shadow), mostly never touched, and any process can make one
+// of many terabytes for free.
+TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_bytes) {
+  TrackedVmas out;
+  std::uint64_t tracked = 0;
+  for (const auto& e : maps) {
+    if (!is_movable_anon(e) || e.range.bytes() < kMinVmaBytes) continue;
+    if (host_bytes > 0 && tracked + e.range.bytes() > host_bytes) {
+      out.skipped_bytes += e.range.bytes();
+      continue;
+    }
+    tracked += e.range.bytes();
+    out.vmas.push_back(e.range);
   }
   return out;
 }
@@ -98,17 +125,21 @@ bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn
   return left;
 }
 
-void TargetSet::track_vmas(TimeNs now) {
+void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
   for (auto& [pid, t] : targets_) {
     auto maps = read_maps(paths_, pid);
     if (!maps) continue;  // gone: discover() drops it next step
-    std::vector<AddrRange> vmas;
-    for (const auto& e : *maps) {
-      if (is_movable_anon(e) && e.range.bytes() >= kMinVmaBytes) vmas.push_back(e.range);
+    const TrackedVmas picked = pick_vmas(*maps, host_bytes);
+    if (picked.skipped_bytes > 0 && !t.said_reservations) {
+      t.said_reservations = true;
+      spdlog::warn(
+          "target {} ({}): {} of anonymous mappings not tracked: more than the host's {} of "
+          "memory (reservations, never all resident)",
+          pid, t.comm, policy::format_size(picked.skipped_bytes), policy::format_size(host_bytes));
     }
-    for (const auto& r : subtract(t.vmas, vmas)) t.heat->untrack(r);
-    for (const auto& r : subtract(vmas, t.vmas)) t.heat->track(r, -1, now);
-    t.vmas = std::move(vmas);
+    for (const auto& r : subtract(t.vmas, picked.vmas)) t.heat->untrack(r);
+    for (const auto& r : subtract(picked.vmas, t.vmas)) t.heat->track(r, -1, now);
+    t.vmas = picked.vmas;
   }
 }
 

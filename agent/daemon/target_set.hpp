@@ -33,6 +33,7 @@ struct Target {
   std::vector<PlannedMove> last_moves;
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
+  bool said_reservations = false;  // logged once that mappings were not tracked
 };
 
 // The heat model a target of a group gets (half-life, granularity).
@@ -52,8 +53,11 @@ class TargetSet {
   // True when a target left.
   bool rematch(const policy::CompiledConfig& config, const HeatParamsFn& params);
   // Tracks each target's movable anonymous mappings of 1 MiB or more
-  // (/proc/PID/maps) in its heat table, and untracks those that went.
-  void track_vmas(TimeNs now);
+  // (/proc/PID/maps) in its heat table, and untracks those that went. At most
+  // `host_bytes` (the host's memory; 0: no bound) are tracked per target: the
+  // mappings past it are reservations that could never all be resident, and
+  // are logged once per target.
+  void track_vmas(TimeNs now, std::uint64_t host_bytes);
 
   [[nodiscard]] const std::map<Pid, Target>& all() const { return targets_; }
   [[nodiscard]] std::map<Pid, Target>& all() { return targets_; }

@@ -1,11 +1,14 @@
 #include "agent/daemon/view_commands.hpp"
 
-#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <expected>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
+#include "agent/daemon/control_protocol.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
@@ -19,11 +22,15 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::int64_t kMaxBins = 4096;
+// The kernel's PID_MAX_LIMIT (4 Mi), as the config's pid selector allows.
+constexpr std::int64_t kMaxPid = 4194304;
+
+// Range-checked before any narrowing: pid 4294967297 is refused, not taken as 1.
 Result<Pid> pid_of(const json& args) {
-  if (!args.is_object() || !args.contains("pid") || !args["pid"].is_number_integer()) {
-    return fail("missing integer argument 'pid'");
-  }
-  return args["pid"].get<Pid>();
+  auto pid = integer_arg(args, "pid", std::nullopt, 1, kMaxPid);
+  if (!pid) return std::unexpected(pid.error());
+  return static_cast<Pid>(*pid);
 }
 
 }  // namespace
@@ -43,11 +50,9 @@ void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controll
       "heatmap", [controller, clock](const json& args, const PeerCred&) -> Result<json> {
         auto pid = pid_of(args);
         if (!pid) return std::unexpected(pid.error());
-        std::size_t bins = kHistoryBins;
-        if (args.contains("bins") && args["bins"].is_number_unsigned()) {
-          bins = std::clamp<std::size_t>(args["bins"].get<std::size_t>(), 1, 4096);
-        }
-        return heatmap(controller->state(), *pid, bins, clock());
+        auto bins = integer_arg(args, "bins", kHistoryBins, 1, kMaxBins);
+        if (!bins) return std::unexpected(bins.error());
+        return heatmap(controller->state(), *pid, static_cast<std::size_t>(*bins), clock());
       });
 }
 

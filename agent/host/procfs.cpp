@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 
 #include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
@@ -57,14 +59,9 @@ Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid) {
   if (!comm) return std::unexpected(gone_or(comm.error(), pid));
   info.comm = std::move(*comm);
 
-  auto cmdline = read_text(dir / "cmdline");
+  auto cmdline = read_text_prefix(dir / "cmdline", policy::kMaxCmdlineBytes);
   if (!cmdline) return std::unexpected(gone_or(cmdline.error(), pid));
-  std::string args = std::move(*cmdline);
-  while (!args.empty() && args.back() == '\0') args.pop_back();
-  for (char& c : args) {
-    if (c == '\0') c = ' ';
-  }
-  info.cmdline = std::move(args);
+  info.cmdline = parse_cmdline(*cmdline);
 
   std::error_code ec;
   const fs::path exe = fs::read_symlink(dir / "exe", ec);
@@ -75,14 +72,30 @@ Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid) {
   return info;
 }
 
+std::string parse_cmdline(std::string_view raw) {
+  std::string args(raw);
+  while (!args.empty() && args.back() == '\0') args.pop_back();
+  for (char& c : args) {
+    if (c == '\0') c = ' ';
+  }
+  return args;
+}
+
+std::optional<std::string> parse_cgroup(std::string_view text) {
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    if (line.starts_with("0::")) return std::string(line.substr(3));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return std::nullopt;
+}
+
 Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
   const fs::path file = paths.proc / std::to_string(pid) / "cgroup";
   auto text = read_text(file);
   if (!text) return std::unexpected(gone_or(text.error(), pid));
-  std::istringstream lines(*text);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("0::")) return line.substr(3);
-  }
+  if (auto cg = parse_cgroup(*text)) return std::move(*cg);
   return fail(fmt::format("{}: no cgroup2 line ('0::/path'); mount cgroup2 to use memcg filters",
                           file.string()));
 }
@@ -91,8 +104,12 @@ Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {
   const fs::path file = paths.proc / std::to_string(pid) / "maps";
   auto text = read_text(file);
   if (!text) return std::unexpected(gone_or(text.error(), pid));
+  return parse_maps(*text, file.string());
+}
+
+Result<std::vector<MapEntry>> parse_maps(std::string_view text, std::string_view what) {
   std::vector<MapEntry> out;
-  std::istringstream lines(*text);
+  std::istringstream lines{std::string(text)};
   std::string line;
   int lineno = 0;
   while (std::getline(lines, line)) {
@@ -105,13 +122,13 @@ Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {
     std::string dev;
     MapEntry e;
     if (!(in >> range >> e.perms >> offset >> dev >> e.inode)) {
-      return fail(fmt::format("{}:{}: malformed maps line '{}'", file.string(), lineno, line));
+      return fail(fmt::format("{}:{}: malformed maps line '{}'", what, lineno, line));
     }
     const auto dash = range.find('-');
     if (dash == std::string::npos || !parse_hex(range.substr(0, dash), e.range.start) ||
         !parse_hex(range.substr(dash + 1), e.range.end) || !parse_hex(offset, e.offset) ||
         e.range.end < e.range.start || e.perms.size() != 4) {
-      return fail(fmt::format("{}:{}: malformed maps line '{}'", file.string(), lineno, line));
+      return fail(fmt::format("{}:{}: malformed maps line '{}'", what, lineno, line));
     }
     std::getline(in >> std::ws, e.path);
     out.push_back(std::move(e));

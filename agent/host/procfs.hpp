@@ -3,7 +3,9 @@
 // use. Each takes HostPaths so tests run them over fixture trees.
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/host/host_paths.hpp"
@@ -20,7 +22,13 @@ using ProcessInfo = policy::ProcessInfo;
 std::vector<Pid> list_pids(const HostPaths& paths);
 
 // ESRCH-like failures (the process exited) come back as an Error with code ESRCH.
+// Only the first policy::kMaxCmdlineBytes of the command line are read.
 Result<ProcessInfo> read_process(const HostPaths& paths, Pid pid);
+
+// The raw NUL-separated /proc/PID/cmdline -> arguments joined by single spaces.
+std::string parse_cmdline(std::string_view raw);
+// The cgroup v2 path from the text of /proc/PID/cgroup (its "0::" line), if any.
+std::optional<std::string> parse_cgroup(std::string_view text);
 
 // The cgroup v2 path of a process ("/system.slice/x.service", "/" for the
 // root), from the "0::" line of /proc/PID/cgroup. ESRCH when the process is
@@ -36,6 +44,8 @@ struct MapEntry {
 };
 
 Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid);
+// The text of a maps file; `what` names it in errors ("FILE:LINE: ...").
+Result<std::vector<MapEntry>> parse_maps(std::string_view text, std::string_view what);
 
 // Memory kvtier may move: private, writable, anonymous mappings (heap and
 // anonymous mmap, where inference servers keep their KV cache). Stacks, vdso

@@ -38,6 +38,22 @@ Result<std::string> read_text(const std::filesystem::path& path) {
   return text;
 }
 
+Result<std::string> read_text_prefix(const std::filesystem::path& path, std::size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    return fail(fmt::format("{}: cannot read: {}", path.string(), errno_text(err)), err);
+  }
+  std::string text(max_bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
+  if (in.bad()) {
+    const int err = errno;
+    return fail(fmt::format("{}: read failed: {}", path.string(), errno_text(err)), err);
+  }
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
 Result<void> write_text(const std::filesystem::path& path, std::string_view value) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
   if (fd < 0) {
@@ -61,12 +77,18 @@ Result<void> write_text(const std::filesystem::path& path, std::string_view valu
 Result<std::uint64_t> read_u64(const std::filesystem::path& path) {
   auto text = read_text(path);
   if (!text) return std::unexpected(text.error());
+  return parse_u64(*text, path.string());
+}
+
+Result<std::uint64_t> parse_u64(std::string_view text, std::string_view what) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   std::uint64_t value = 0;
-  const char* first = text->data();
-  const char* last = first + text->size();
+  const char* first = text.data();
+  const char* last = first + text.size();
   auto [ptr, ec] = std::from_chars(first, last, value);
-  if (ec != std::errc{} || ptr != last || text->empty()) {
-    return fail(fmt::format("{}: expected an unsigned number, found '{}'", path.string(), *text));
+  if (ec != std::errc{} || ptr != last || text.empty()) {
+    return fail(
+        fmt::format("{}: expected an unsigned number, found '{}'", what, text.substr(0, 64)));
   }
   return value;
 }
@@ -89,14 +111,16 @@ Result<std::vector<int>> parse_id_list(std::string_view text, std::string_view w
     int hi = 0;
     const std::string_view lo_s = part.substr(0, dash);
     auto r1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
-    if (lo_s.empty() || r1.ec != std::errc{} || r1.ptr != lo_s.data() + lo_s.size() || lo < 0) {
+    if (lo_s.empty() || r1.ec != std::errc{} || r1.ptr != lo_s.data() + lo_s.size() || lo < 0 ||
+        lo > kMaxListId) {
       return bad(part);
     }
     hi = lo;
     if (dash != std::string_view::npos) {
       const std::string_view hi_s = part.substr(dash + 1);
       auto r2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
-      if (hi_s.empty() || r2.ec != std::errc{} || r2.ptr != hi_s.data() + hi_s.size() || hi < lo) {
+      if (hi_s.empty() || r2.ec != std::errc{} || r2.ptr != hi_s.data() + hi_s.size() || hi < lo ||
+          hi > kMaxListId) {
         return bad(part);
       }
     }

@@ -25,42 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// "Node 0 MemTotal:       24609592 kB" -> bytes for the named field.
-Result<std::uint64_t> meminfo_field(const std::string& text, std::string_view field,
-                                    const fs::path& path) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const auto key = line.find(fmt::format("{}:", field));
-    if (key == std::string::npos) continue;
-    std::istringstream rest(line.substr(key + field.size() + 1));
-    std::uint64_t value = 0;
-    std::string unit;
-    if (!(rest >> value >> unit) || unit != "kB") {
-      return fail(
-          fmt::format("{}: malformed line '{}'; expected '<number> kB'", path.string(), line));
-    }
-    return value * 1024;
-  }
-  return fail(fmt::format("{}: no {} line", path.string(), field));
-}
-
 Result<std::vector<int>> read_distances(const fs::path& path) {
   auto text = read_text(path);
   if (!text) return std::unexpected(text.error());
-  std::vector<int> out;
-  std::istringstream in(*text);
-  std::string word;
-  while (in >> word) {
-    int v = 0;
-    auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
-    if (ec != std::errc{} || ptr != word.data() + word.size() || v <= 0) {
-      return fail(fmt::format("{}: malformed distance '{}'; expected positive numbers",
-                              path.string(), word));
-    }
-    out.push_back(v);
-  }
-  return out;
+  return parse_distances(*text, path.string());
 }
 
 Result<std::optional<policy::AccessAttrs>> read_access(const fs::path& dir) {
@@ -142,9 +110,9 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
     const fs::path meminfo = dir / "meminfo";
     auto mem = read_text(meminfo);
     if (!mem) return std::unexpected(mem.error());
-    auto total = meminfo_field(*mem, "MemTotal", meminfo);
+    auto total = parse_meminfo_field(*mem, "MemTotal", meminfo.string());
     if (!total) return std::unexpected(total.error());
-    auto free = meminfo_field(*mem, "MemFree", meminfo);
+    auto free = parse_meminfo_field(*mem, "MemFree", meminfo.string());
     if (!free) return std::unexpected(free.error());
     node.mem_total_bytes = *total;
     node.mem_free_bytes = *free;
@@ -167,6 +135,43 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
   }
   std::ranges::sort(topo.nodes, {}, &policy::NumaNode::id);
   return topo;
+}
+
+Result<std::uint64_t> parse_meminfo_field(std::string_view text, std::string_view field,
+                                          std::string_view what) {
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  const std::string key = fmt::format("{}:", field);
+  while (std::getline(lines, line)) {
+    const auto at = line.find(key);
+    if (at == std::string::npos) continue;
+    std::istringstream rest(line.substr(at + key.size()));
+    std::uint64_t value = 0;
+    std::string unit;
+    // Bytes must fit in 64 bits: kB above 2^54 would wrap.
+    if (!(rest >> value >> unit) || unit != "kB" || value > (~std::uint64_t{0} >> 10)) {
+      return fail(fmt::format("{}: malformed line '{}'; expected '<number> kB'", what,
+                              line.substr(0, 120)));
+    }
+    return value * 1024;
+  }
+  return fail(fmt::format("{}: no {} line", what, field));
+}
+
+Result<std::vector<int>> parse_distances(std::string_view text, std::string_view what) {
+  std::vector<int> out;
+  std::istringstream in{std::string(text)};
+  std::string word;
+  while (in >> word) {
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (ec != std::errc{} || ptr != word.data() + word.size() || v <= 0) {
+      return fail(fmt::format("{}: malformed distance '{}'; expected positive numbers", what,
+                              word.substr(0, 32)));
+    }
+    out.push_back(v);
+  }
+  return out;
 }
 
 }  // namespace kvtier::agent

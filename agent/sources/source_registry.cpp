@@ -1,5 +1,6 @@
 #include "agent/sources/source_registry.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <span>
@@ -83,6 +84,28 @@ Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
   return choice;
 }
 
+// Sources refused for one reason (no CAP_BPF, typically) share one clause:
+// "; not pmu, damon, faults: no CAP_BPF; not idle: ...".
+class Refusals {
+ public:
+  void add(std::string_view name, const std::string& why) {
+    auto same = std::ranges::find(refused_, why, &std::pair<std::string, std::string>::second);
+    if (same != refused_.end()) {
+      same->first += fmt::format(", {}", name);
+    } else {
+      refused_.emplace_back(std::string(name), why);
+    }
+  }
+  [[nodiscard]] std::string clauses() const {
+    std::string out;
+    for (const auto& [names, why] : refused_) out += fmt::format("; not {}: {}", names, why);
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> refused_;  // names, why
+};
+
 }  // namespace
 
 Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
@@ -91,7 +114,7 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const So
   const std::vector<SourceKind> defaults = policy::SourcesConfig{}.prefer;
   const std::span<const SourceKind> order = prefer.empty() ? std::span(defaults) : prefer;
   SourceChoice choice;
-  std::string skipped;
+  Refusals refused;
   for (const SourceKind kind : order) {
     const std::string_view name = policy::source_name(kind);
     const SourceFactory* f = reg.find(kind);
@@ -104,14 +127,14 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const So
     choice.reports.push_back(
         SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
     if (!a.ok) {
-      skipped += fmt::format("; not {}: {}", name, a.why);
+      refused.add(name, a.why);
       continue;
     }
-    choice.reason = fmt::format("{}: {}{}", name, a.why, skipped);
+    choice.reason = fmt::format("{}: {}{}", name, a.why, refused.clauses());
     choice.source = std::move(src);
     return choice;
   }
-  return fail(fmt::format("no hotness source can run here{}", skipped));
+  return fail(fmt::format("no hotness source can run here{}", refused.clauses()));
 }
 
 }  // namespace kvtier::agent

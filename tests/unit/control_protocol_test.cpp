@@ -1,5 +1,6 @@
 #include "agent/daemon/control_protocol.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -76,6 +77,32 @@ TEST(ControlProtocol, MalformedRequestsSayWhy) {
   EXPECT_NE(parse_request(R"({"command":1})").error().message.find("command"), std::string::npos);
   EXPECT_NE(parse_request(R"({"command":"x","args":3})").error().message.find("args"),
             std::string::npos);
+}
+
+// Issue 13: explain with pid 4294967297 acted on pid 1; heatmap ignored
+// bins -5 and "x" without a word.
+TEST(ControlProtocol, IntegerArgumentsAreRangeCheckedBeforeNarrowing) {
+  auto pid = integer_arg(json{{"pid", 4294967297ULL}}, "pid", std::nullopt, 1, 4194304);
+  ASSERT_FALSE(pid);
+  EXPECT_EQ(pid.error().message, "argument 'pid' is 4294967297, not an integer from 1 to 4194304");
+  EXPECT_FALSE(integer_arg(json{{"pid", -1}}, "pid", std::nullopt, 1, 4194304));
+  EXPECT_FALSE(integer_arg(json{{"pid", 0}}, "pid", std::nullopt, 1, 4194304));
+  EXPECT_FALSE(integer_arg(json{{"pid", 18446744073709551615ULL}}, "pid", std::nullopt, 1, 9));
+  EXPECT_FALSE(integer_arg(json{{"pid", 1.5}}, "pid", std::nullopt, 1, 9));
+  EXPECT_EQ(integer_arg(json{{"pid", 4242}}, "pid", std::nullopt, 1, 4194304).value(), 4242);
+  EXPECT_EQ(integer_arg(json::object(), "pid", std::nullopt, 1, 9).error().message,
+            "missing integer argument 'pid'");
+  EXPECT_EQ(integer_arg(json::object(), "bins", 64, 1, 4096).value(), 64);
+  auto bins = integer_arg(json{{"bins", -5}}, "bins", 64, 1, 4096);
+  ASSERT_FALSE(bins);
+  EXPECT_EQ(bins.error().message, "argument 'bins' is -5, not an integer from 1 to 4096");
+  bins = integer_arg(json{{"bins", "x"}}, "bins", 64, 1, 4096);
+  ASSERT_FALSE(bins);
+  EXPECT_EQ(bins.error().message, "argument 'bins' is \"x\", not an integer from 1 to 4096");
+  EXPECT_THAT(integer_arg(json{{"bins", std::string(1000, 'y')}}, "bins", 64, 1, 4096)
+                  .error()
+                  .message.size(),
+              ::testing::Lt(120U));
 }
 
 TEST(ControlProtocol, ResponsesOkErrorAndGarbage) {
