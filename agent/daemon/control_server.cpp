@@ -28,6 +28,7 @@
 #include "agent/daemon/event_loop.hpp"
 #include "agent/host/clock.hpp"
 #include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

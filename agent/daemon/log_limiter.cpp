@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent {
