@@ -274,8 +274,6 @@ class Oracle {
   [[nodiscard]] TimeNs interval() const { return interval_; }
 
  private:
-  static constexpr double kMiB = 1024.0 * 1024.0;
-
   // Node (or -errno) of every page of the pool; false once the target is gone.
   bool query_pool() {
     constexpr std::size_t kBatch = 16384;
