@@ -86,22 +86,23 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   return s;
 }
 
-// The hotness source: the config's forced one, else the first available in
-// its preference order; every source probed says why it was or was not taken.
-Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
+// The hotness sources: the config's forced one, else every available one it
+// lists; every source probed says why it was or was not taken.
+Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
                                           const kvtier::policy::Config& cfg) {
   agent::SourceOptions so;
   so.pmu.sample_period = cfg.sources.sample_period;
   so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
   so.pmu_soft.sample_period = cfg.sources.sample_period;
   so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  so.damon.intervals = {.sample_us = cfg.sources.damon_sample_interval / 1000,
-                        .aggr_us = cfg.sources.damon_aggr_interval / 1000};
-  so.damon.nr_regions = {.min = cfg.sources.damon_min_regions,
-                         .max = cfg.sources.damon_max_regions};
+  const auto damon = kvtier::policy::damon_intervals(cfg);
+  so.damon.sample_us = damon.sample / 1000;
+  so.damon.aggr_us = damon.aggr / 1000;
+  so.damon.min_regions = cfg.sources.damon_min_regions;
+  so.damon.max_regions = cfg.sources.damon_max_regions;
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
-  return agent::select_source(reg, cfg.sources.prefer, cfg.sources.force);
+  return agent::select_sources(reg, cfg.sources.use, cfg.sources.force);
 }
 
 void log_lines(const std::string& prefix, const std::string& text) {
@@ -182,7 +183,7 @@ Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPat
                                         const kvtier::policy::Config& cfg) {
   auto observe = observe_reason(opt, topo, cfg);
   if (!observe) return std::unexpected(observe.error());
-  auto choice = choose_source(paths, cfg);
+  auto choice = choose_sources(paths, cfg);
   if (!choice && cfg.sources.force) {
     spdlog::error("{}", choice.error().message);
     return kvtier::fail(choice.error().message, kExitFailed);
@@ -191,10 +192,12 @@ Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPat
     spdlog::warn("no hotness source can run here ({}): heat is unknown, nothing will be demoted",
                  choice.error().message);
   } else {
-    spdlog::info("hotness source: {}", choice->reason);
+    spdlog::info("hotness sources: {}", choice->summary);
   }
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
-  if (choice) features.push_back(agent::feature_for(choice->source->kind()));
+  if (choice) {
+    for (const auto& c : choice->sources) features.push_back(agent::feature_for(c.source->kind()));
+  }
   if (observe->empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
@@ -205,14 +208,18 @@ Result<agent::ControllerDeps> make_deps(const Options& opt, const agent::HostPat
       .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
       .self = getpid()};
-  if (choice)
-    deps.sources.push_back({.source = std::move(choice->source), .reason = choice->reason});
+  if (choice) {
+    for (auto& c : choice->sources) {
+      deps.sources.push_back({.source = std::move(c.source), .reason = std::move(c.reason)});
+    }
+  }
   if (!observe->empty()) {
     deps.observe_reason = *observe;
     spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", *observe);
   } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDryRun) {
     deps.mover = std::make_unique<agent::DryRunMover>();
   } else {
+    deps.tiering = std::make_unique<agent::KernelTiering>(paths);
     deps.mover = std::make_unique<agent::MovePagesMover>(
         agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages});
   }

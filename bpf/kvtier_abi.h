@@ -30,7 +30,8 @@ struct kvt_page_key {
 struct kvt_page_val {
   __u64 samples;
   __u64 weight;
-  __u64 last_ns; /* bpf_ktime_get_ns() of the latest sample */
+  __u64 first_ns; /* bpf_ktime_get_ns() of the first sample since the last drain */
+  __u64 last_ns;  /* and of the latest */
   __u32 flags;
   __u32 pad;
 };

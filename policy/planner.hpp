@@ -51,6 +51,9 @@ struct Snapshot {
   std::vector<TargetView> targets;
   TimeNs now = 0;                  // CLOCK_MONOTONIC, the heat tables' clock
   std::uint64_t budget_bytes = 0;  // what may move now (TokenBucket::available())
+  // Per group (index as in groups): its effective cold age now, never below the
+  // configured cold_age (ColdAgeTuner). Shorter than groups: the configured one.
+  std::vector<TimeNs> cold_age;
 };
 
 Plan plan(const Snapshot& snap);

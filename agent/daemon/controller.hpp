@@ -19,12 +19,14 @@
 #include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/rules.hpp"
 
 namespace kvtier::agent {
 
@@ -47,6 +49,9 @@ struct ControllerDeps {
   ResidencyReader residency{system_move_pages(), 4096, std::make_shared<KpageflagsHugeProbe>()};
   // kvtierd's own pid is never a target.
   Pid self = 0;
+  // The kernel's tiering knobs: set from the config's [tiering] at the first
+  // step and at every reload, put back at shutdown. Null: left alone (tests).
+  std::unique_ptr<KernelTiering> tiering;
 };
 
 class Controller {
@@ -74,12 +79,20 @@ class Controller {
   void read_residency(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
   void dispatch(TimeNs now, Telemetry& telemetry);
-  void record(TimeNs now);
+  void record(TimeNs now, Telemetry& telemetry);
 
   Result<void> start_sources(bool targets_changed);
+  void apply_tiering();
+  Result<void> tell_ranges();
   void add_to_heat(const SourceBatch& batch);
-  void move(Pid pid, std::span<const AddrRange> ranges, int to_node, TimeNs now,
+  void move(Pid pid, std::span<const AddrRange> ranges, int to_node, bool demotion, TimeNs now,
             Telemetry& telemetry);
+  void observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
+                          Telemetry& telemetry);
+  void take_heat_events(Target& t, TimeNs now);
+  [[nodiscard]] bool slow_for(const policy::NodeFacts& facts, std::size_t group, int node) const;
+  void reset_feedback();
+  void export_feedback(Telemetry& telemetry) const;
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
 

@@ -31,6 +31,9 @@ struct Target {
   std::vector<std::uint64_t> huge_blocks;
   MoveStats moved;
   std::vector<PlannedMove> last_moves;
+  // Pages on a slow node touched since they got there, by page address: when the
+  // first of those touches happened (promotion latency is measured from it).
+  std::map<std::uint64_t, TimeNs> first_slow_touch;
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
 };

@@ -62,26 +62,26 @@ Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
     return fail(
         fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why));
   }
-  choice.reason = fmt::format("{} (forced by config): {}", name, a.why);
-  choice.source = std::move(src);
+  choice.summary = fmt::format("{} (forced by config)", name);
+  choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   return choice;
 }
 
 }  // namespace
 
-Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
-                                   std::optional<SourceKind> force) {
+Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
+                                    std::optional<SourceKind> force) {
   if (force) return forced(reg, *force);
-  const std::vector<SourceKind> defaults = policy::SourcesConfig{}.prefer;
-  const std::span<const SourceKind> order = prefer.empty() ? std::span(defaults) : prefer;
+  const std::vector<SourceKind> defaults = policy::SourcesConfig{}.use;
+  const std::span<const SourceKind> order = use.empty() ? std::span(defaults) : use;
   SourceChoice choice;
+  std::string running;
   std::string skipped;
   for (const SourceKind kind : order) {
     const std::string_view name = policy::source_name(kind);
     const SourceFactory* f = reg.find(kind);
     if (f == nullptr) {
-      return fail(
-          fmt::format("hotness source '{}' in the preference list is not registered", name));
+      return fail(fmt::format("hotness source '{}' in sources.use is not registered", name));
     }
     auto src = f->make();
     const Availability a = src->probe();
@@ -91,11 +91,12 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const So
       skipped += fmt::format("; not {}: {}", name, a.why);
       continue;
     }
-    choice.reason = fmt::format("{}: {}{}", name, a.why, skipped);
-    choice.source = std::move(src);
-    return choice;
+    running += fmt::format("{}{}", running.empty() ? "" : ", ", name);
+    choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   }
-  return fail(fmt::format("no hotness source can run here{}", skipped));
+  if (choice.sources.empty()) return fail(fmt::format("no hotness source can run here{}", skipped));
+  choice.summary = running + skipped;
+  return choice;
 }
 
 }  // namespace kvtier::agent
