@@ -8,7 +8,7 @@ kvtier_gtest(unit_kvsim unit
 add_dependencies(unit_kvsim kvsim)
 target_compile_definitions(unit_kvsim PRIVATE
   KVTIER_KVSIM_BIN="$<TARGET_FILE:kvsim>"
-  KVTIER_SHARED_TRACES="${PROJECT_SOURCE_DIR}/../shared/traces")
+  KVTIER_TRACES="${PROJECT_SOURCE_DIR}/bench/traces")
 kvtier_vm_test(kvsim_guest kvsim_guest.sh)
 
 # The benchmark harness: the residency probe's parsers (C++) and report.py's metrics (python).

@@ -32,6 +32,7 @@
 #include "bench/kvsim/model_shape.hpp"
 #include "bench/kvsim/simulator.hpp"
 #include "bench/kvsim/trace.hpp"
+#include "policy/error.hpp"
 
 namespace {
 
@@ -78,9 +79,13 @@ void flush_own_tlb() {
   munmap(p, kScratch);
 }
 
+// The Mooncake trace the repository ships (bench/traces), by its path in the source tree
+// kvsim was built from.
+constexpr const char* kDefaultTrace = KVTIER_KVSIM_DEFAULT_TRACE;
+
 struct Options {
   bool flush_tlb = false;
-  std::string trace;
+  std::string trace = kDefaultTrace;
   std::string trace_format;
   std::string preset = "llama3-8b";
   std::optional<std::uint32_t> layers;
@@ -454,7 +459,7 @@ int parse_and_run(int argc, char** argv) {
   CLI::App app{"kvsim: a paged KV-cache workload simulator driven by LLM serving traces"};
   Options o;
   app.add_option("--trace", o.trace, "Request trace: Mooncake .jsonl or Azure .csv")
-      ->required()
+      ->capture_default_str()
       ->check(CLI::ExistingFile);
   app.add_option("--trace-format", o.trace_format, "mooncake|azure (default: by extension)")
       ->check(CLI::IsMember({"mooncake", "azure"}));
@@ -524,6 +529,14 @@ int parse_and_run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
+  }
+  if (app.count("--trace") == 0 && access(o.trace.c_str(), R_OK) != 0) {
+    const int err = errno;
+    std::cerr << fmt::format(
+        "kvsim: no --trace given, and the default trace {} cannot be read ({}); pass --trace "
+        "FILE (the repository ships its traces in bench/traces/)\n",
+        o.trace, kvtier::errno_text(err));
+    return kExitUsage;
   }
   return run(o);
 }

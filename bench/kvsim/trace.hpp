@@ -1,5 +1,5 @@
 #pragma once
-// Request traces from production LLM services (see shared/traces/README.md):
+// Request traces from production LLM services (see bench/traces/README.md):
 //   Mooncake JSONL: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [..]},
 //     one hash id per 512-token prefix block; equal leading ids mean a shared prefix.
 //   Azure CSV: TIMESTAMP,ContextTokens,GeneratedTokens with "2023-11-16 18:15:46.6805900"

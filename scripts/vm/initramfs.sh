@@ -6,7 +6,7 @@
 #   /lib/modules/<version>   the CXL/nvdimm/dax modules from scripts/vm/kernel.sh
 #   /kvtier/bin              every ELF executable under the build dir (debug info
 #                            stripped), plus every library `ldd` lists
-#   /kvtier/scripts, /kvtier/tests, /kvtier/traces (../shared/traces, if present)
+#   /kvtier/scripts, /kvtier/tests, /kvtier/traces (the repository's bench/traces)
 # The archive is cached under a key made of the inputs' names, sizes and
 # modification times and the content of scripts/vm/, so an unchanged tree
 # costs one `find`, and any rebuilt binary gives a new archive.
@@ -18,7 +18,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KVTIER_BUILD_DIR:-$top/build}
 build=$(cd "$build" && pwd)
 cache=$build/vm-cache
-traces=$top/../shared/traces
+traces=$top/bench/traces
 host_tools=(/usr/bin/cxl /usr/bin/ndctl /usr/bin/daxctl)
 busybox=/bin/busybox
 
@@ -34,9 +34,7 @@ inputs_key() {
     sha256sum "$top"/scripts/vm/*
     echo "$kernel_dir"
     build_executables | xargs -r stat -L -c '%n %s %Y'
-    for d in "$top/scripts" "$top/tests" "$traces"; do
-      [[ -d $d ]] && find "$d" -printf '%p %s %T@\n' | sort
-    done
+    find "$top/scripts" "$top/tests" "$traces" -printf '%p %s %T@\n' | sort
     stat -L -c '%n %s %Y' "$busybox" "${host_tools[@]}"
   } | sha256sum | cut -c1-16
 }
@@ -106,7 +104,7 @@ ldconfig -r . 2>/dev/null || true
 
 cp -a "$top/scripts" kvtier/scripts
 cp -a "$top/tests" kvtier/tests
-[[ -d $traces ]] && cp -a "$traces" kvtier/traces
+cp -a "$traces" kvtier/traces
 
 tmp=$cache/initramfs-$key.tmp
 find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet | gzip -1 >"$tmp"

@@ -37,10 +37,10 @@ struct ChildResult {
 };
 
 // Forks; the child runs `fn(out_fd)` and exits with its result; the parent
-// pumps `loop` until the child is gone (at most `timeout`) and collects what
-// the child wrote to out_fd.
+// pumps `loop` until the child is gone (at most `timeout`, long: it only ends a
+// child that hangs) and collects what the child wrote to out_fd.
 inline ChildResult in_child(EventLoop& loop, const std::function<int(int)>& fn,
-                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+                            std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) return {};
   const pid_t pid = fork();

@@ -221,7 +221,7 @@ TEST(KvtierdLoop, FindsTheTargetReloadsAndLeavesNoBpfBehind) {
   EXPECT_EQ(targets[0]["group"], "loop2");
 
   ASSERT_EQ(kill(d.pid, SIGTERM), 0);
-  EXPECT_EQ(d.wait_exit(10s), 0) << slurp(d.log);
+  EXPECT_EQ(d.wait_exit(30s), 0) << slurp(d.log);
   EXPECT_FALSE(fs::exists(sock));
   EXPECT_THAT(slurp(d.log), HasSubstr("source faults stopped"));
   // The kernel frees programs after the last reference goes (RCU): allow a moment.

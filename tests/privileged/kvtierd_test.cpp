@@ -104,7 +104,7 @@ TEST(Kvtierd, RunsAnswersReloadsAndStopsOnSigterm) {
   EXPECT_NE(r.out.find("(1 rejected)"), std::string::npos) << r.out;
 
   ASSERT_EQ(kill(d.pid, SIGTERM), 0);
-  EXPECT_EQ(d.wait_exit(5s), 0) << slurp(d.log);
+  EXPECT_EQ(d.wait_exit(30s), 0) << slurp(d.log);
   EXPECT_FALSE(std::filesystem::exists(sock));
   EXPECT_NE(slurp(d.log).find("SIGTERM: stopping"), std::string::npos);
 

@@ -106,8 +106,10 @@ TEST(MoversPrivileged, ExitedProcessIsGone) {
   if (!root()) GTEST_SKIP() << "needs root";
   pid_t dead = fork();
   if (dead == 0) _exit(0);
-  // Zombie first (exited, not reaped): the kernel says EINVAL, the mover says gone.
-  for (int i = 0; i < 200 && !process_exited({}, dead); ++i) usleep(5000);
+  // Zombie first (exited, not reaped): the kernel says EINVAL, the mover says gone. Wait for the
+  // exit itself (up to 30 s: a loaded machine may not run the child for a while).
+  for (int i = 0; i < 6000 && !process_exited({}, dead); ++i) usleep(5000);
+  ASSERT_TRUE(process_exited({}, dead));
   MovePagesMover mover({});
   const AddrRange r[] = {{.start = 0x10000000, .end = 0x10000000 + 16 * kPageSize}};
   const auto zombie = mover.move(dead, r, 0);

@@ -1,5 +1,6 @@
-// The kvsim program for real: short runs over the fixture traces and, when present, the real
-// traces in shared/traces; fault injection must fail the run; SIGUSR1 must write the truth.
+// The kvsim program for real: short runs over the fixture traces and the real traces the
+// repository ships in bench/traces; fault injection must fail the run; SIGUSR1 must write the
+// truth.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kFixtures = fs::path(KVTIER_FIXTURES) / "kvsim";
-const fs::path kSharedTraces = KVTIER_SHARED_TRACES;
+const fs::path kTraces = KVTIER_TRACES;
 
 struct RunResult {
   int status = -1;
@@ -228,11 +229,9 @@ TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
 class KvsimRealTraces : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(KvsimRealTraces, ShortRunIsClean) {
-  const fs::path trace = kSharedTraces / GetParam();
-  if (!fs::exists(trace)) {
-    GTEST_SKIP() << trace.string() << " is absent: the real traces live in shared/traces beside "
-                 << "the repository (CI clones them there)";
-  }
+  const fs::path trace = kTraces / GetParam();
+  ASSERT_TRUE(fs::is_regular_file(trace))
+      << trace.string() << " is missing: the repository ships its traces in bench/traces";
   // The trace at 20x speed for 3 s: about a minute of it.
   const RunResult r =
       run_kvsim("--trace " + trace.string() + " --kv-budget 64MiB --time-scale 0.05 --duration 3");
@@ -240,7 +239,16 @@ TEST_P(KvsimRealTraces, ShortRunIsClean) {
   EXPECT_GT((*r.last("end"))["admitted"].get<int>(), 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, KvsimRealTraces,
+TEST(KvsimRun, WithoutTraceItPlaysTheShippedMooncakeTrace) {
+  const RunResult r = run_kvsim("--kv-budget 64MiB --time-scale 0.05 --duration 2");
+  expect_clean_run(r);
+  const json& trace = (*r.last("start"))["trace"];
+  EXPECT_EQ(fs::path(trace["path"].get<std::string>()), kTraces / "mooncake_synthetic_trace.jsonl");
+  EXPECT_EQ(trace["format"], "mooncake");
+  EXPECT_EQ(trace["requests"], 3993);  // the rows of bench/traces/README.md
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, KvsimRealTraces,
                          ::testing::Values("mooncake_synthetic_trace.jsonl",
                                            "azure_llm_conv_2023.csv", "azure_llm_code_2023.csv"));
 

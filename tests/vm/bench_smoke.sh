@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark harness end to end, short: scripts/bench.sh runs kvsim for 20 s in a fresh guest
 # with no tiering and with DAMOS; the report must have every column and a measured row for both,
-# kvsim must find no corrupted byte, and the residency probe must agree with the kernel's own
-# /proc/PID/numa_maps for the pool (read right after the probe's last sample).
+# kvsim must find no corrupted byte, the residency probe must sample for the whole duration and
+# place every pool page, and, with no tiering (nothing moves pages), agree exactly with the
+# kernel's own /proc/PID/numa_maps for the pool (read right after the probe's last sample).
+# How much DAMOS moved, and how far numa_maps drifted from the probe while DAMOS kept moving
+# pages between the two reads, are printed, not asserted: they depend on kernel timing.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -36,19 +39,25 @@ for mode in ("none", "damos"):
         continue
     if r["corrupted_bytes"] != 0 or r["kvsim_status"] != 0:
         problems.append(f"{mode}: {r['corrupted_bytes']} corrupted bytes, kvsim exit {r['kvsim_status']}")
-    if len(r["share_cxl"]) < 15:
-        problems.append(f"{mode}: only {len(r['share_cxl'])} residency samples in 20 s")
+    # The probe samples on a fixed schedule and catches up when it runs late: its last sample is
+    # at or after the duration, and it reports every sample it printed.
+    events = [json.loads(l) for l in open(os.path.join(out, f"{mode}.jsonl"), encoding="utf-8")
+              if l.startswith("{")]
+    end = [e for e in events if e.get("src") == "probe" and e.get("event") == "end"]
+    if not end or end[-1].get("reason") != "duration" or end[-1].get("samples") != len(r["share_cxl"]):
+        problems.append(f"{mode}: probe end {end[-1:] or 'missing'} vs {len(r['share_cxl'])} samples")
+    if r["share_cxl"][-1][0] < 20:
+        problems.append(f"{mode}: the probe's last sample is at {r['share_cxl'][-1][0]:.1f} s, before the 20 s")
     if r["dram_read_share"] is None or not r["final_score"] or r["final_score"]["cold_bytes"] == 0:
         problems.append(f"{mode}: no DRAM read share or no ground-truth score: {r.get('final_score')}")
     nm, probe = r.get("numa_maps_bytes_by_node"), r.get("probe_last_bytes_by_node")
     if not nm or not probe:
         problems.append(f"{mode}: no numa_maps cross-check")
     else:
-        # DAMOS may move pages between the two reads: 2% of the pool.
-        tol = 0.02 * r["pool_bytes"]
-        for node in set(nm) | set(probe):
-            if abs(nm.get(node, 0) - probe.get(node, 0)) > tol:
-                problems.append(f"{mode}: node {node}: numa_maps {nm.get(node, 0)} B vs probe {probe.get(node, 0)} B")
+        drift = sum(abs(nm.get(n, 0) - probe.get(n, 0)) for n in set(nm) | set(probe))
+        print(f"bench_smoke: {mode}: numa_maps {nm} vs probe {probe}: {drift} B apart")
+        if mode == "none" and drift != 0:
+            problems.append(f"{mode}: nothing moves pages, yet numa_maps {nm} != probe {probe}")
         if sum(probe.values()) != r["pool_bytes"]:
             problems.append(f"{mode}: probe placed {sum(probe.values())} of {r['pool_bytes']} pool bytes")
 for p in problems:

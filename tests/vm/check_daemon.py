@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Judges tests/vm/daemon_guest.sh's output (stdin): kvtierd must have moved
-the cold part of kvtier_hotset's buffer to node 1, kept the hot 8 MiB on
-node 0, and stopped cleanly (exit 0, kdamond off, socket removed)."""
+"""Judges tests/vm/daemon_guest.sh's output (stdin): kvtierd must manage exactly
+kvtier_hotset, account exactly for every byte it put on node 1 (the kernel's
+numa_maps, its own counters and `kvtierctl targets` agree), have moved the cold
+part of the buffer to node 1 and kept the hot 8 MiB on node 0, and stop cleanly
+(exit 0, kdamond off, socket removed)."""
 import json
 import sys
 
@@ -28,14 +30,41 @@ cold_bytes = sum(sum(c["nodes"].values()) for c in cold)
 cold_on_1 = sum(c["nodes"].get("1", 0) for c in cold) / cold_bytes if cold_bytes else 0.0
 print(f"check_daemon: hot 8 MiB on node 0: {hot_on_0:.1%}; cold 56 MiB on node 1: {cold_on_1:.1%}")
 problems = []
-if hot_on_0 < 0.95:
-    problems.append(f"only {hot_on_0:.1%} of the hot set stayed on node 0 (want >= 95%)")
-if cold_on_1 < 0.90:
-    problems.append(f"only {cold_on_1:.1%} of the cold part reached node 1 (want >= 90%)")
+
+# kvtier's own accounting, exactly (kvtierd paused, so nothing moves between the reads): with
+# NUMA balancing off, every page of the process on node 1 is one kvtierd moved there, so the
+# kernel's count (numa_maps) equals kvtierd's bytes moved to node 1 less those moved back, and
+# what `kvtierctl targets` shows on node 1.
+def moved_bytes(dump, node):
+    series = dump["telemetry"].get("kvtier_bytes_moved_total", {}).get("series", [])
+    return sum(int(s["value"]) for s in series if s["labels"].get("node") == str(node))
+
+dump = json.loads(need("DUMP"))
+on1_kernel = int(need("NUMA_MAPS_N1_PAGES")) * 4096
+on1_net_moved = moved_bytes(dump, 1) - moved_bytes(dump, 0)
+on1_targets = targets[0]["resident_bytes_per_node"].get("1", 0) if len(targets) == 1 else None
+buffer_on1 = sum(c["nodes"].get("1", 0) for c in cold) + hot["nodes"].get("1", 0)
+print(f"check_daemon: on node 1: numa_maps {on1_kernel} B, kvtierd moved {moved_bytes(dump, 1)} B "
+      f"there and {moved_bytes(dump, 0)} B back, kvtierctl targets {on1_targets} B, "
+      f"the buffer {buffer_on1} B; {need('STEPS_AFTER_PAUSE')} steps after the pause")
+if need("STEPS_AFTER_PAUSE") == "0":
+    problems.append("kvtierd ran no step after the pause")
+if on1_kernel != on1_net_moved:
+    problems.append(f"numa_maps has {on1_kernel} B on node 1, kvtierd moved a net {on1_net_moved} B there")
+if on1_targets != on1_kernel:
+    problems.append(f"kvtierctl targets shows {on1_targets} B on node 1, numa_maps {on1_kernel} B")
+if not 0 < buffer_on1 <= on1_kernel:
+    problems.append(f"{buffer_on1} B of the buffer on node 1 (numa_maps: {on1_kernel} B for the process)")
+
+# Placement quality rests on what DAMON sees under TCG, so it keeps a gate only far below what
+# every measured run reached (docs/development.md, "What the tests assert"): over 11 runs
+# 99.7-100.0% of the hot set stayed on node 0 and 99.0-100.0% of the cold part reached node 1.
+if hot_on_0 < 0.90:
+    problems.append(f"only {hot_on_0:.1%} of the hot set stayed on node 0 (want >= 90%)")
+if cold_on_1 < 0.80:
+    problems.append(f"only {cold_on_1:.1%} of the cold part reached node 1 (want >= 80%)")
 if len(targets) != 1 or targets[0]["comm"] != "kvtier_hotset":
     problems.append(f"kvtierctl targets should list exactly kvtier_hotset: {targets}")
-elif targets[0]["resident_bytes_per_node"].get("1", 0) < 0.9 * cold_bytes:
-    problems.append("kvtierctl targets does not show the cold bytes on node 1")
 elif targets[0]["tracked_bytes"] > 4 * (cold_bytes + sum(hot["nodes"].values())):
     # DAMON's regions span the gaps between mappings; only mappings are tracked.
     problems.append(f"kvtierctl targets tracks {targets[0]['tracked_bytes']} bytes, "

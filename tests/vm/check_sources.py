@@ -26,29 +26,60 @@ def overlap(a0, a1, b0, b1):
 
 
 def check_damon(hot, run):
-    regions = [r for r in run["regions"] if overlap(r["start"], r["end"], hot["start"], hot["end"])]
-    if not regions:
-        sys.exit(f"damon: no region covers the buffer ({run['region_events']} region events)")
-    max_acc = regions[0]["max_nr_accesses"]
+    """kvtier's DAMON source, exactly: it reports the kernel's regions for the target, in
+    order and disjoint, covering the whole buffer, each count within the aggregation's
+    bounds, and loses no event on the way. How well DAMON finds the hot 8 MiB under TCG is the
+    kernel's quality: printed, and gated only far below what every measured run reached."""
+    problems = []
+    regions = run["regions"]
+    stats = run.get("stats", {})
+    if run["region_events"] == 0 or not regions:
+        return [f"no region events ({run['region_events']}) or no complete aggregation"]
+    if stats.get("dropped") != 0 or run["region_events"] > stats.get("forwarded", 0):
+        # 1 MiB of ring buffer holds ~16k region events; a run makes ~1.3k.
+        problems.append(f"{run['region_events']} region events received, BPF stats {stats}")
+    for a, b in zip(regions, regions[1:]):
+        if not a["end"] <= b["start"]:
+            problems.append(f"regions out of order or overlapping: {a} then {b}")
+    for r in regions:
+        if r["pid"] != run["pid"] or not r["start"] < r["end"] or \
+                not 0 <= r["nr_accesses"] <= r["max_nr_accesses"] or r["max_nr_accesses"] == 0:
+            problems.append(f"bad region {r}")
+    in_buf = [r for r in regions if overlap(r["start"], r["end"], hot["start"], hot["end"])]
+    covered = sum(overlap(r["start"], r["end"], hot["start"], hot["end"]) for r in in_buf)
+    if covered != hot["end"] - hot["start"]:
+        problems.append(f"the regions cover {covered} of the buffer's {hot['end'] - hot['start']} bytes")
+    if not in_buf:
+        return problems
+    max_acc = in_buf[0]["max_nr_accesses"]
     threshold = max_acc / 2
     found_hot = sum(overlap(r["start"], r["end"], hot["hot_start"], hot["hot_end"])
-                    for r in regions if r["nr_accesses"] >= threshold)
+                    for r in in_buf if r["nr_accesses"] >= threshold)
     found_cold_as_hot = sum(overlap(r["start"], r["end"], hot["start"], hot["end"]) -
                             overlap(r["start"], r["end"], hot["hot_start"], hot["hot_end"])
-                            for r in regions if r["nr_accesses"] >= threshold)
+                            for r in in_buf if r["nr_accesses"] >= threshold)
     true_hot = hot["hot_end"] - hot["hot_start"]
-    print(f"damon: {len(regions)} regions over the buffer, {run['region_events']} region events, "
+    print(f"damon: {len(in_buf)} regions over the buffer, {run['region_events']} region events, "
           f"hot (nr_accesses >= {threshold:.0f}/{max_acc}): {found_hot / MiB:.2f} of "
           f"{true_hot / MiB:.0f} MiB hot found, {found_cold_as_hot / MiB:.2f} MiB cold called hot; "
-          f"stats {run.get('stats')}")
-    for r in regions:
+          f"stats {stats}")
+    for r in in_buf:
         print(f"  [{(r['start'] - hot['start']) / MiB:7.2f}, {(r['end'] - hot['start']) / MiB:7.2f}) MiB"
               f"  nr_accesses {r['nr_accesses']:3d}  age {r['age']}")
-    ok = found_hot >= 0.75 * true_hot and found_cold_as_hot <= 0.25 * true_hot
-    return ok
+    # Measured over 11 runs (docs/development.md): hot found 7.86-8.00 MiB of 8, cold called
+    # hot 0.00-0.03 MiB. The gate only says the counts carry access information at all (a source
+    # that read the wrong field or lost the counts would report none hot): half the hot set.
+    if found_hot < 0.5 * true_hot:
+        problems.append(f"only {found_hot / MiB:.2f} MiB of the hot {true_hot / MiB:.0f} MiB found hot")
+    return problems
 
 
 def check_hints(hot, run):
+    """kvtier's fault source, exactly: cold pages are never touched once the source watches, so
+    not one of them may show up (a wrong address or a wrong pid filter would); the pages it
+    reports in the buffer are hot ones, and the migration counter sees the kernel's promotions.
+    How many hot pages NUMA balancing samples in 15 s is the kernel's pace: printed, and gated
+    only far below every measured run."""
     pages = {int(a): w for a, w in run["pages"]}
     in_buf = [a for a in pages if hot["start"] <= a < hot["end"]]
     in_hot = [a for a in in_buf if hot["hot_start"] <= a < hot["hot_end"]]
@@ -59,18 +90,28 @@ def check_hints(hot, run):
           f"{len(pages) - len(in_buf)} pages outside the buffer; stats {stats}; "
           f"migrations {run.get('migrations')}")
     migrated = run.get("migrations", {}).get("numa_misplaced", {}).get("succeeded", 0)
-    # The pages were all touched before the source attached: every fault seen
-    # in the buffer is a NUMA hint fault or the write-protect fault after the
-    # promotion it triggered; cold pages never fault.
-    return len(in_hot) >= hot_pages // 2 and cold <= len(in_hot) // 20 and migrated > 0
+    problems = []
+    if cold != 0:
+        problems.append(f"{cold} cold pages reported: they were never touched while watched")
+    if any(w == 0 for w in pages.values()) or stats.get("map_full", 0) != 0:
+        problems.append(f"pages with no weight, or the page map overflowed: {stats}")
+    # Measured over 11 runs (docs/development.md): 2048 of 2048 hot pages faulted and 2048
+    # promotions in every run. The gates sit far below: a quarter of the hot set, one promotion.
+    if len(in_hot) < hot_pages // 4:
+        problems.append(f"only {len(in_hot)} of {hot_pages} hot pages faulted")
+    if migrated == 0:
+        problems.append("the migration counter saw no NUMA-balancing promotion")
+    return problems
 
 
 def main():
     mode = sys.argv[1]
     hot, run = load(sys.stdin.read())
-    ok = {"damon": check_damon, "hints": check_hints}[mode](hot, run)
-    print(f"{mode}: {'PASS' if ok else 'FAIL'}")
-    sys.exit(0 if ok else 1)
+    problems = {"damon": check_damon, "hints": check_hints}[mode](hot, run)
+    for p in problems:
+        print(f"{mode}: FAIL: {p}", file=sys.stderr)
+    print(f"{mode}: {'FAIL' if problems else 'PASS'}")
+    sys.exit(1 if problems else 0)
 
 
 if __name__ == "__main__":

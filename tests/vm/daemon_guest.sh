@@ -32,10 +32,26 @@ sleep 1
 kvtierd --config /tmp/kvtier.toml --foreground > /tmp/kvtierd.log 2>&1 &
 kp=$!
 sleep ${KVTIER_TEST_WAIT:-40}
+ctl="kvtierctl --socket /tmp/kvtierd.sock"
+# Paused, kvtierd moves nothing more; the first step after the pause reads the residency that
+# the last move left, so the figures below are all of one moment.
+$ctl pause >&2
+steps() { $ctl status --json | tr -d '\n ' | sed -n 's/.*"steps":\([0-9]*\).*/\1/p'; }
+s0=$(steps)
+n=0
+while [ "$(steps)" -le "$s0" ] && [ $n -lt 300 ]; do
+  n=$((n + 1))
+  sleep 0.1
+done
+echo "STEPS_AFTER_PAUSE=$(($(steps) - s0))"
 echo "HOTSET=$(cat /tmp/hotset.json)"
-echo "TARGETS=$(kvtierctl --socket /tmp/kvtierd.sock targets --json | tr -d '\n ')"
-kvtierctl --socket /tmp/kvtierd.sock explain "$hp" | head -20 >&2
-kvtierctl --socket /tmp/kvtierd.sock status >&2
+echo "TARGETS=$($ctl targets --json | tr -d '\n ')"
+echo "DUMP=$($ctl dump --compact)"
+# The kernel's own count of the process's pages on node 1, over all its mappings.
+echo "NUMA_MAPS_N1_PAGES=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^N1=/) s += substr($i, 4) }
+  END { print s + 0 }' /proc/$hp/numa_maps)"
+$ctl explain "$hp" | head -20 >&2
+$ctl status >&2
 set -- $(sed 's/[^0-9 ]//g' /tmp/hotset.json)
 # pid start end hot_start hot_end
 echo "HOT=$(kvtier_page_nodes "$hp" "$4" "$5")"

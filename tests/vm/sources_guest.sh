@@ -34,7 +34,7 @@ hp=$!
 n=0
 until [ -s /tmp/hotset.json ]; do
   n=$((n + 1))
-  [ $n -gt 300 ] && { echo "kvtier_hotset did not start" >&2; exit 1; }
+  [ $n -gt 1200 ] && { echo "kvtier_hotset did not start within 120 s" >&2; exit 1; }
   sleep 0.1
 done
 # The hot loop starts once the source watches the process.
@@ -43,7 +43,7 @@ rp=$!
 n=0
 until [ -e /tmp/ready ]; do
   n=$((n + 1))
-  [ $n -gt 600 ] && { echo "kvtier_source_run did not get ready" >&2; exit 1; }
+  [ $n -gt 1200 ] && { echo "kvtier_source_run did not get ready within 120 s" >&2; exit 1; }
   sleep 0.1
 done
 touch /tmp/go

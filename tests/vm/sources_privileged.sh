@@ -2,7 +2,8 @@
 # vm test: the privileged source tests (tests/privileged/sources_test.cpp) on
 # the guest's 6.12 kernel, so every BPF program is shown to load, attach and
 # count right on a kernel other than the one its vmlinux.h came from (CO-RE).
+# NUMA balancing off: its hint faults would add pages to the samplers' exact page sets.
 set -euo pipefail
 src=${KVTIER_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 run=${KVTIER_VM_RUN:-$src/scripts/vm/run}
-"$run" --timeout 300 -- privileged_sources
+"$run" --timeout 300 -- sh -c 'echo 0 > /proc/sys/kernel/numa_balancing && exec privileged_sources'
