@@ -60,7 +60,7 @@ if ((!report_only)); then
   # Mode settings from the environment, passed on to the guest script.
   pass=()
   while IFS='=' read -r name value; do
-    [[ $name =~ ^(DAMOS_|DAMON_|KVTIER_(INTERVAL|SOURCE|MIGRATE_RATE|CHECK_AFTER_S)$|COLD_AGE_S$|MAP_EVERY$) ]] &&
+    [[ $name =~ ^(DAMOS_|DAMON_|KVTIER_(CONFIG|CHECK_AFTER_S|REGION_MIN_SHARE)$|COLD_AGE_S$|MAP_EVERY$) ]] &&
       pass+=("$name=$value")
   done < <(env)
   kvsim_args=(--trace /kvtier/traces/mooncake_synthetic_trace.jsonl --kv-budget "$budget"

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <utility>
 
@@ -13,6 +14,38 @@
 
 namespace kvtier::agent {
 namespace {
+
+// Experiment knob (KVTIER_REGION_MIN_SHARE): how strong DAMON evidence must be.
+const double kRegionMinShare = [] {
+  const char* v = std::getenv("KVTIER_REGION_MIN_SHARE");
+  return v != nullptr ? std::strtod(v, nullptr) : 0.5;
+}();
+
+// How often every tracked page's node is read (between, only pages sampled).
+constexpr TimeNs kFullResidencyEvery = 30'000'000'000;
+
+// Sorted, coalesced page ranges of some page addresses.
+std::vector<AddrRange> page_runs(std::vector<std::uint64_t>& pages) {
+  std::ranges::sort(pages);
+  std::vector<AddrRange> out;
+  for (const std::uint64_t p : pages) {
+    if (!out.empty() && out.back().end >= p) {
+      out.back().end = std::max(out.back().end, p + kPageSize);
+    } else {
+      out.push_back({p, p + kPageSize});
+    }
+  }
+  return out;
+}
+
+// Bytes per node as the heat table knows them.
+std::map<int, std::uint64_t> bytes_per_node(const policy::HeatTable& heat, TimeNs now) {
+  std::map<int, std::uint64_t> out;
+  heat.for_each_unit(now, [&](const policy::HeatUnit& u) {
+    if (u.node >= 0) out[u.node] += u.range.bytes();
+  });
+  return out;
+}
 
 // Whether `addr` lies in one of `vmas` (sorted, disjoint).
 bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
@@ -99,7 +132,7 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
       .granularity = regions ? policy::Granularity::kRegion : policy::Granularity::kPage,
       .region_interval = policy::damon_intervals(cfg).aggr,
       .misdemotion_window = pol.cold_age.value_or(0),
-      .region_min_share = page_level ? 0.5 : 0.0};
+      .region_min_share = page_level ? kRegionMinShare : 0.0};
 }
 
 void Controller::apply_config(policy::CompiledConfig config) {
@@ -216,6 +249,7 @@ void Controller::add_to_heat(const SourceBatch& batch) {
       if (!fresh) it->second = std::min(it->second, first);
     }
     t->heat->add(s);
+    t->touched_pages.push_back(s.addr & ~(kPageSize - 1));
     ++used;
   }
   for (const auto& r : batch.regions) {
@@ -237,20 +271,37 @@ void Controller::add_to_heat(const SourceBatch& batch) {
 }
 
 // Where every tracked page is (the heat table's nodes), which 2 MiB blocks are
-// huge pages (planned whole from now on), and bytes per node for telemetry.
+// huge pages (planned whole from now on), and bytes per node for telemetry. A
+// full read walks every tracked page (a move_pages status query each, the
+// loop's biggest cost), so it happens every kFullResidencyEvery; in between,
+// only the pages sampled this step are read again (the kernel may have promoted
+// them), and kvtier's own moves are known from the mover.
 void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
   std::map<Pid, std::map<int, std::uint64_t>> residency;
   for (auto& [pid, t] : state_.targets.all()) {
+    const bool full =
+        t.last_full_residency == 0 || now >= t.last_full_residency + kFullResidencyEvery;
     std::string error;
-    PageMap map = deps_.residency.map(pid, t.vmas, &error);
+    if (full) {
+      PageMap map = deps_.residency.map(pid, t.vmas, &error);
+      for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
+      t.heat->set_huge_blocks(map.huge_blocks);
+      t.bytes_per_node = std::move(map.bytes_per_node);
+      t.not_present_bytes = map.not_present_bytes;
+      t.huge_blocks = std::move(map.huge_blocks);
+      t.last_full_residency = now;
+    } else if (!t.touched_pages.empty()) {
+      const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
+      PageMap map = deps_.residency.map(pid, ranges, &error);
+      for (const auto& run : map.runs) {
+        if (run.node >= 0) t.heat->set_node(run.range, run.node);
+      }
+      t.bytes_per_node = bytes_per_node(*t.heat, now);
+    }
+    t.touched_pages.clear();
     // Gone or not allowed: what was read counts; discover() drops it next step.
     if (!error.empty()) spdlog::debug("residency of {}: {}", pid, error);
-    for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
-    t.heat->set_huge_blocks(map.huge_blocks);
     if (t.heat->granularity() == policy::Granularity::kRegion) t.heat->compact(now);
-    t.bytes_per_node = std::move(map.bytes_per_node);
-    t.not_present_bytes = map.not_present_bytes;
-    t.huge_blocks = std::move(map.huge_blocks);
     residency[pid] = t.bytes_per_node;
     take_heat_events(t, now);
   }

@@ -85,6 +85,7 @@ bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn
       t.heat = std::make_unique<policy::HeatTable>(p);
       t.vmas.clear();
       t.history.clear();
+      t.last_full_residency = 0;
     }
     ++it;
   }
@@ -100,7 +101,10 @@ void TargetSet::track_vmas(TimeNs now) {
       if (is_movable_anon(e) && e.range.bytes() >= kMinVmaBytes) vmas.push_back(e.range);
     }
     for (const auto& r : subtract(t.vmas, vmas)) t.heat->untrack(r);
-    for (const auto& r : subtract(vmas, t.vmas)) t.heat->track(r, -1, now);
+    const auto added = subtract(vmas, t.vmas);
+    for (const auto& r : added) t.heat->track(r, -1, now);
+    // New mappings' pages have no node yet: the residency phase reads them all.
+    if (!added.empty()) t.last_full_residency = 0;
     t.vmas = std::move(vmas);
   }
 }

@@ -209,9 +209,27 @@ Result<void> DamonSource::set_ranges(std::span<const TargetRanges> targets) {
   }
   std::ranges::sort(wanted, {}, &TargetRanges::pid);
   if (wanted == ranges_) return {};
+  const bool same_targets =
+      kdamond_pid_ > 0 && std::ranges::equal(wanted, targets_, {}, &TargetRanges::pid);
   ranges_ = std::move(wanted);
   if (!bpf_) return {};
+  // The same processes with mappings that grew or shrank (a heap, an arena):
+  // commit the new ranges to the running kdamond, which keeps the regions it
+  // refined inside them; a restart would forget every region's history.
+  if (same_targets) return commit_ranges();
   return restart_kdamond();
+}
+
+Result<void> DamonSource::commit_ranges() {
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if (auto ok = sysfs_.set_regions(kdamond_, i, ranges_[i].ranges); !ok) return ok;
+  }
+  if (auto ok = sysfs_.send(kdamond_, "commit"); !ok) {
+    spdlog::warn("damon: commit of new ranges failed ({}): restarting the kdamond",
+                 ok.error().message);
+    return restart_kdamond();
+  }
+  return {};
 }
 
 Result<void> DamonSource::collect(TimeNs /*now*/, SourceBatch& out) {

@@ -76,6 +76,7 @@ class DamonSource final : public HotnessSource {
 
  private:
   Result<void> restart_kdamond();
+  Result<void> commit_ranges();
   void turn_off();
 
   HostPaths paths_;
