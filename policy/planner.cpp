@@ -182,12 +182,12 @@ class Planner {
     bool full = false;  // a demotion to it did not fit: later ones would not either
   };
 
-  // Free memory a fast node should keep for promotions (the kernel's in the fault
-  // path, and kvtier's): limits.dram_headroom of it, and at least min_free.
+  // Free memory a fast node keeps for promotions (the kernel's in the fault path,
+  // and kvtier's): limits.dram_headroom of it above min_free, which no move
+  // crosses. kvtier's own promotions use half of it at most.
   [[nodiscard]] std::uint64_t headroom_of(const NumaNode& n) const {
-    const auto share = static_cast<std::uint64_t>(s_.limits.dram_headroom *
-                                                  static_cast<double>(n.mem_total_bytes));
-    return std::max(share, s_.limits.min_free);
+    return s_.limits.min_free + static_cast<std::uint64_t>(s_.limits.dram_headroom *
+                                                           static_cast<double>(n.mem_total_bytes));
   }
   [[nodiscard]] std::uint64_t short_of_headroom(int id) {
     const Node* n = node(id);
@@ -378,7 +378,9 @@ class Planner {
         continue;
       }
       // Half the DRAM headroom stays for the kernel's promotions in the fault path.
-      if (dst->free < c.bytes() + dst->headroom / 2) {
+      const std::uint64_t keep =
+          s_.limits.min_free + (dst->headroom - std::min(dst->headroom, s_.limits.min_free)) / 2;
+      if (dst->free < c.bytes() + keep) {
         ++left;
         continue;
       }
