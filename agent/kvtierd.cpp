@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -18,21 +19,28 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/daemon/capabilities.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
+#include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
+#include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/clock.hpp"
 #include "agent/host/host_paths.hpp"
-#include "agent/host/sysfs.hpp"
+#include "agent/host/huge_pages.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/config.hpp"
+#include "policy/error.hpp"
 #include "policy/topology.hpp"
 
 namespace {
@@ -100,6 +108,7 @@ Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
   so.damon.aggr_us = damon.aggr / 1000;
   so.damon.min_regions = cfg.sources.damon_min_regions;
   so.damon.max_regions = cfg.sources.damon_max_regions;
+  so.idle.scan_interval = cfg.sources.idle_scan_interval;
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
   return agent::select_sources(reg, cfg.sources.use, cfg.sources.force);

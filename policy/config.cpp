@@ -6,12 +6,25 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <functional>
+#include <ios>
 #include <limits>
+#include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
+#include <vector>
+
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::policy {
 

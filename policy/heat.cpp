@@ -2,7 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
 #include <numbers>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "policy/types.hpp"
 
 namespace kvtier::policy {
 namespace {

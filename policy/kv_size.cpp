@@ -2,10 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "policy/error.hpp"
 
 namespace kvtier::policy {
 namespace {

@@ -4,11 +4,20 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
 #include "policy/rules.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::policy {
 namespace {

@@ -3,7 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <string>
 
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::policy {
@@ -11,7 +21,7 @@ namespace kvtier::policy {
 NodeFacts::NodeFacts(const Topology& topo) {
   int max_id = -1;
   for (const auto& n : topo.nodes) max_id = std::max(max_id, n.id);
-  const auto size = static_cast<std::size_t>(max_id + 1);
+  const std::size_t size = max_id < 0 ? 0 : static_cast<std::size_t>(max_id) + 1;
   present_.assign(size, 0);
   slow_.assign(size, 0);
   demote_to_.assign(size, -1);

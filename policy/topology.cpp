@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <vector>
 
 namespace kvtier::policy {
 

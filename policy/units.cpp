@@ -5,8 +5,15 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
+
+#include "policy/types.hpp"
 
 namespace kvtier::policy {
 namespace {

@@ -1,7 +1,10 @@
 #include "agent/ctl/ask.hpp"
 
+#include <functional>
 #include <iostream>
+#include <string>
 
+#include "agent/ctl/command.hpp"
 #include "agent/daemon/control_client.hpp"
 
 namespace kvtier::agent::ctl {

@@ -7,10 +7,16 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "agent/ctl/command.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "policy/config.hpp"
+#include "policy/topology.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent::ctl {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -9,7 +10,6 @@
 
 #include "agent/ctl/ask.hpp"
 #include "agent/ctl/command.hpp"
-#include "agent/daemon/control_client.hpp"
 
 namespace kvtier::agent::ctl {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -94,6 +95,21 @@ std::string ids(const json& list) {
   return out;
 }
 
+// How the KV cache splits between this host's DRAM and CXL nodes (host_split()).
+void print_split(const json& s) {
+  fmt::print("on this host (DRAM budget {} from {}, CXL free {}):\n",
+             human_bytes(s["dram_budget_bytes"].get<std::uint64_t>()),
+             s["dram_budget_from"].get<std::string>(),
+             human_bytes(s["cxl_free_bytes"].get<std::uint64_t>()));
+  fmt::print("  {:<20} {}\n", "DRAM (node " + ids(s["dram_nodes"]) + ")",
+             human_bytes(s["dram_bytes"].get<std::uint64_t>()));
+  fmt::print("  {:<20} {}\n", "CXL (node " + ids(s["cxl_nodes"]) + ")",
+             human_bytes(s["cxl_bytes"].get<std::uint64_t>()));
+  if (const auto over = s["unplaced_bytes"].get<std::uint64_t>(); over > 0) {
+    fmt::print("  {:<20} {}\n", "does not fit", human_bytes(over));
+  }
+}
+
 int run_kv_size(const Globals& g, const KvSizeArgs& a) {
   if (a.list) {
     list_models();
@@ -165,18 +181,7 @@ int run_kv_size(const Globals& g, const KvSizeArgs& a) {
   fmt::print("{:<10} {} ({} bytes) for {} tokens x batch {}\n", "KV cache", human_bytes(*total),
              *total, *tokens, *batch);
   if (split) {
-    const auto& s = *split;
-    fmt::print("on this host (DRAM budget {} from {}, CXL free {}):\n",
-               human_bytes(s["dram_budget_bytes"].get<std::uint64_t>()),
-               s["dram_budget_from"].get<std::string>(),
-               human_bytes(s["cxl_free_bytes"].get<std::uint64_t>()));
-    fmt::print("  {:<20} {}\n", "DRAM (node " + ids(s["dram_nodes"]) + ")",
-               human_bytes(s["dram_bytes"].get<std::uint64_t>()));
-    fmt::print("  {:<20} {}\n", "CXL (node " + ids(s["cxl_nodes"]) + ")",
-               human_bytes(s["cxl_bytes"].get<std::uint64_t>()));
-    if (const auto over = s["unplaced_bytes"].get<std::uint64_t>(); over > 0) {
-      fmt::print("  {:<20} {}\n", "does not fit", human_bytes(over));
-    }
+    print_split(*split);
   } else {
     fmt::print("{}\n", note);
   }

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "agent/ctl/ask.hpp"
@@ -124,116 +128,123 @@ void print_explain(const json& ex, bool all) {
   }
 }
 
+void add_targets(CLI::App& app, Globals& g) {
+  auto json_out = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "targets", "List the processes kvtierd manages: group, memory per node, hot and idle bytes");
+  cmd->add_flag("--json", *json_out, "Print JSON");
+  cmd->callback([&g, json_out] {
+    ask(g, "targets", "targets", [&](const json& t) {
+      if (*json_out) {
+        std::cout << t.dump(2) << '\n';
+      } else {
+        print_targets(t);
+      }
+    });
+  });
+}
+
+void add_top(CLI::App& app, Globals& g) {
+  auto interval = std::make_shared<double>(2.0);
+  auto iterations = std::make_shared<int>(0);
+  auto* cmd = app.add_subcommand(
+      "top", "Live per-target heat and residency per node, refreshed like top (Ctrl-C quits)");
+  cmd->add_option("-d,--delay", *interval, "Seconds between refreshes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("-n,--iterations", *iterations, "Stop after N refreshes (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([&g, interval, iterations] {
+    const bool tty = isatty(STDOUT_FILENO) != 0;
+    for (int i = 0; *iterations == 0 || i < *iterations; ++i) {
+      if (i > 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(*interval));
+      }
+      ask(g, "top", "status", [&](const json& st) {
+        if (tty) fmt::print("\x1b[H\x1b[2J");
+        const json loop = st.value("loop", json::object());
+        fmt::print("kvtierd: {} | source {} | mover {} | step {} | last plan: {} moves\n",
+                   get_or<bool>(st, "paused", false) ? "PAUSED" : "active",
+                   get_or<std::string>(loop, "source", "none"),
+                   get_or<std::string>(loop, "mover", "none (observe-only)"),
+                   get_or<std::uint64_t>(loop, "steps", 0),
+                   get_or<std::uint64_t>(loop.value("last_plan", json::object()), "moves", 0));
+        print_targets(loop.value("targets", json::array()));
+        std::cout.flush();
+      });
+      if (g.exit_code != kExitOk) return;
+    }
+  });
+}
+
+void add_explain(CLI::App& app, Globals& g) {
+  auto pid = std::make_shared<int>(0);
+  auto json_out = std::make_shared<bool>(false);
+  auto all = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "explain", "Why each range of a target sits on its node, and what would move it");
+  cmd->add_option("PID", *pid, "A target's pid (see kvtierctl targets)")->required();
+  cmd->add_flag("--json", *json_out, "Print JSON");
+  cmd->add_flag("--all", *all, "Show every range, not the first 50");
+  cmd->callback([&g, pid, json_out, all] {
+    ask(
+        g, "explain", "explain",
+        [&](const json& ex) {
+          if (*json_out) {
+            std::cout << ex.dump(2) << '\n';
+          } else {
+            print_explain(ex, *all);
+          }
+        },
+        json{{"pid", *pid}});
+  });
+}
+
+void add_heatmap(CLI::App& app, Globals& g) {
+  auto pid = std::make_shared<int>(0);
+  auto svg = std::make_shared<std::string>();
+  auto bins = std::make_shared<std::size_t>(64);
+  auto json_out = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(
+      "heatmap",
+      "Access heat over a target's address space and over time, as text or as an SVG file");
+  cmd->add_option("PID", *pid, "A target's pid (see kvtierctl targets)")->required();
+  cmd->add_option("--svg", *svg, "Also write the heat map as an SVG image to FILE")
+      ->option_text("FILE");
+  cmd->add_option("--bins", *bins, "Address bins for the current row")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_flag("--json", *json_out, "Print JSON");
+  cmd->callback([&g, pid, svg, bins, json_out] {
+    ask(
+        g, "heatmap", "heatmap",
+        [&](const json& hm) {
+          if (*json_out) {
+            std::cout << hm.dump() << '\n';
+          } else {
+            print_heatmap(hm);
+          }
+          if (!svg->empty()) {
+            if (auto ok = write_svg(*svg, hm); !ok) {
+              std::cerr << "kvtierctl heatmap: " << ok.error().message << '\n';
+              g.exit_code = kExitFailed;
+            } else if (!*json_out) {
+              fmt::print("wrote {}\n", *svg);
+            }
+          }
+        },
+        json{{"pid", *pid}, {"bins", *bins}});
+  });
+}
+
 }  // namespace
 
 void add_loop_commands(CLI::App& app, Globals& g) {
-  {
-    auto json_out = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand(
-        "targets",
-        "List the processes kvtierd manages: group, memory per node, hot and idle bytes");
-    cmd->add_flag("--json", *json_out, "Print JSON");
-    cmd->callback([&g, json_out] {
-      ask(g, "targets", "targets", [&](const json& t) {
-        if (*json_out) {
-          std::cout << t.dump(2) << '\n';
-        } else {
-          print_targets(t);
-        }
-      });
-    });
-  }
-  {
-    auto interval = std::make_shared<double>(2.0);
-    auto iterations = std::make_shared<int>(0);
-    auto* cmd = app.add_subcommand(
-        "top", "Live per-target heat and residency per node, refreshed like top (Ctrl-C quits)");
-    cmd->add_option("-d,--delay", *interval, "Seconds between refreshes")
-        ->capture_default_str()
-        ->check(CLI::Range(0.1, 3600.0));
-    cmd->add_option("-n,--iterations", *iterations, "Stop after N refreshes (0: never)")
-        ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
-    cmd->callback([&g, interval, iterations] {
-      const bool tty = isatty(STDOUT_FILENO) != 0;
-      for (int i = 0; *iterations == 0 || i < *iterations; ++i) {
-        if (i > 0) {
-          std::this_thread::sleep_for(std::chrono::duration<double>(*interval));
-        }
-        ask(g, "top", "status", [&](const json& st) {
-          if (tty) fmt::print("\x1b[H\x1b[2J");
-          const json loop = st.value("loop", json::object());
-          fmt::print("kvtierd: {} | source {} | mover {} | step {} | last plan: {} moves\n",
-                     get_or<bool>(st, "paused", false) ? "PAUSED" : "active",
-                     get_or<std::string>(loop, "source", "none"),
-                     get_or<std::string>(loop, "mover", "none (observe-only)"),
-                     get_or<std::uint64_t>(loop, "steps", 0),
-                     get_or<std::uint64_t>(loop.value("last_plan", json::object()), "moves", 0));
-          print_targets(loop.value("targets", json::array()));
-          std::cout.flush();
-        });
-        if (g.exit_code != kExitOk) return;
-      }
-    });
-  }
-  {
-    auto pid = std::make_shared<int>(0);
-    auto json_out = std::make_shared<bool>(false);
-    auto all = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand(
-        "explain", "Why each range of a target sits on its node, and what would move it");
-    cmd->add_option("PID", *pid, "A target's pid (see kvtierctl targets)")->required();
-    cmd->add_flag("--json", *json_out, "Print JSON");
-    cmd->add_flag("--all", *all, "Show every range, not the first 50");
-    cmd->callback([&g, pid, json_out, all] {
-      ask(
-          g, "explain", "explain",
-          [&](const json& ex) {
-            if (*json_out) {
-              std::cout << ex.dump(2) << '\n';
-            } else {
-              print_explain(ex, *all);
-            }
-          },
-          json{{"pid", *pid}});
-    });
-  }
-  {
-    auto pid = std::make_shared<int>(0);
-    auto svg = std::make_shared<std::string>();
-    auto bins = std::make_shared<std::size_t>(64);
-    auto json_out = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand(
-        "heatmap",
-        "Access heat over a target's address space and over time, as text or as an SVG file");
-    cmd->add_option("PID", *pid, "A target's pid (see kvtierctl targets)")->required();
-    cmd->add_option("--svg", *svg, "Also write the heat map as an SVG image to FILE")
-        ->option_text("FILE");
-    cmd->add_option("--bins", *bins, "Address bins for the current row")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 4096));
-    cmd->add_flag("--json", *json_out, "Print JSON");
-    cmd->callback([&g, pid, svg, bins, json_out] {
-      ask(
-          g, "heatmap", "heatmap",
-          [&](const json& hm) {
-            if (*json_out) {
-              std::cout << hm.dump() << '\n';
-            } else {
-              print_heatmap(hm);
-            }
-            if (!svg->empty()) {
-              if (auto ok = write_svg(*svg, hm); !ok) {
-                std::cerr << "kvtierctl heatmap: " << ok.error().message << '\n';
-                g.exit_code = kExitFailed;
-              } else if (!*json_out) {
-                fmt::print("wrote {}\n", *svg);
-              }
-            }
-          },
-          json{{"pid", *pid}, {"bins", *bins}});
-    });
-  }
+  add_targets(app, g);
+  add_top(app, g);
+  add_explain(app, g);
+  add_heatmap(app, g);
 }
 
 }  // namespace kvtier::agent::ctl

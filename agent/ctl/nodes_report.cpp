@@ -1,7 +1,14 @@
 #include "agent/ctl/nodes_report.hpp"
 
 #include <fmt/format.h>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
+
+#include "policy/topology.hpp"
 
 namespace kvtier::agent {
 namespace {

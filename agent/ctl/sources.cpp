@@ -3,8 +3,12 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "agent/ctl/command.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/migration_counter.hpp"
 #include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"

@@ -10,7 +10,15 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "agent/daemon/control_protocol.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 namespace {

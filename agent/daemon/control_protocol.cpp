@@ -1,6 +1,13 @@
 #include "agent/daemon/control_protocol.hpp"
 
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include <fmt/format.h>
+
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

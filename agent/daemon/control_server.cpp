@@ -13,8 +13,20 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "agent/daemon/control_protocol.hpp"
+#include "agent/daemon/event_loop.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -117,6 +129,38 @@ std::string group_name(gid_t gid) {
   return fmt::format("{}", gid);
 }
 
+namespace {
+
+// The socket's directory exists and nothing is at its path: a stale socket
+// (left by a daemon that was killed) goes, anything else is an error.
+Result<void> prepare_path(const std::filesystem::path& path, const sockaddr_un& addr) {
+  std::error_code ec;
+  const auto dir = path.parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return fail(
+          fmt::format("cannot create {} for the control socket: {}", dir.string(), ec.message()),
+          ec.value());
+    }
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return fail(fmt::format(
+          "{} exists and is not a socket; remove it or choose another socket path", path.string()));
+    }
+    if (someone_listens(addr)) {
+      return fail(fmt::format("{} is in use: another kvtierd is running", path.string()),
+                  EADDRINUSE);
+    }
+    unlink(path.c_str());
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ControlServer>> ControlServer::open(EventLoop& loop,
                                                            ControlSocketOptions opts) {
   if ((opts.mode & ~0777U) != 0) {
@@ -142,28 +186,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::open(EventLoop& loop,
   }
   srv->socket_group_name_ = group_name(srv->socket_gid_);
 
-  std::error_code ec;
-  const auto dir = path.parent_path();
-  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-      return fail(
-          fmt::format("cannot create {} for the control socket: {}", dir.string(), ec.message()),
-          ec.value());
-    }
-  }
+  if (auto ok = prepare_path(path, *addr); !ok) return std::unexpected(ok.error());
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return fail(fmt::format(
-          "{} exists and is not a socket; remove it or choose another socket path", path.string()));
-    }
-    if (someone_listens(*addr)) {
-      return fail(fmt::format("{} is in use: another kvtierd is running", path.string()),
-                  EADDRINUSE);
-    }
-    unlink(path.c_str());  // stale, left by a daemon that was killed
-  }
 
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {

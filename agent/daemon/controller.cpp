@@ -5,12 +5,29 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <map>
+#include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "agent/daemon/daemon.hpp"
+#include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/target_set.hpp"
+#include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/sources/hotness_source.hpp"
+#include "policy/budget.hpp"
+#include "policy/config.hpp"
+#include "policy/error.hpp"
+#include "policy/heat.hpp"
 #include "policy/planner.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

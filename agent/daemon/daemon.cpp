@@ -4,10 +4,23 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <ctime>
 #include <exception>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <utility>
+
+#include "agent/daemon/control_server.hpp"
+#include "agent/daemon/daemon_settings.hpp"
+#include "agent/daemon/event_loop.hpp"
+#include "agent/daemon/prometheus_exporter.hpp"
+#include "agent/daemon/telemetry.hpp"
+#include "agent/host/clock.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

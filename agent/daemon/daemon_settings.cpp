@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <vector>
 
 #include "agent/daemon/prometheus_exporter.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

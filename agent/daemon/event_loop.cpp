@@ -10,7 +10,16 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 namespace {

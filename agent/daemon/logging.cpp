@@ -5,7 +5,12 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <ctime>
 #include <memory>
+#include <string>
+#include <utility>
+
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 namespace {

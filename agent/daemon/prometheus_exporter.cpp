@@ -8,8 +8,19 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "agent/daemon/telemetry.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

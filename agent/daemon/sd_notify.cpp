@@ -3,7 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include "policy/error.hpp"
 

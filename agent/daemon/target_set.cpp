@@ -3,10 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <set>
 #include <utility>
+#include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
+#include "policy/config.hpp"
+#include "policy/heat.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -51,10 +59,9 @@ bool TargetSet::discover(const policy::CompiledConfig& config, const HeatParamsF
       spdlog::info("target {} ({}) joins group '{}'", pid, info->comm,
                    config.config.groups[*group].name);
     }
-    targets_[pid] = Target{.pid = pid,
-                           .group = *group,
-                           .comm = info->comm,
-                           .heat = std::make_unique<policy::HeatTable>(params(*group))};
+    Target t{.pid = pid, .group = *group, .comm = info->comm};
+    t.heat = std::make_unique<policy::HeatTable>(params(*group));
+    targets_[pid] = std::move(t);
     changed = true;
   }
   changed |= std::erase_if(targets_, [&seen](const auto& kv) {

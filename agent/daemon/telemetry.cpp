@@ -3,7 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
+
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -1,10 +1,18 @@
 #include "agent/daemon/view_commands.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "agent/daemon/control_server.hpp"
+#include "agent/daemon/controller.hpp"
+#include "agent/daemon/daemon.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/clock.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -20,8 +28,8 @@ Result<Pid> pid_of(const json& args) {
 
 }  // namespace
 
-void register_view_commands(Daemon& daemon, std::shared_ptr<const Controller> controller,
-                            Clock clock) {
+void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controller>& controller,
+                            const Clock& clock) {
   daemon.register_command("targets", [controller, clock](const json&, const PeerCred&) {
     return Result<json>(targets_json(controller->state(), clock()));
   });

@@ -10,7 +10,7 @@
 
 namespace kvtier::agent {
 
-void register_view_commands(Daemon& daemon, std::shared_ptr<const Controller> controller,
-                            Clock clock = monotonic_now);
+void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controller>& controller,
+                            const Clock& clock = monotonic_now);
 
 }  // namespace kvtier::agent

@@ -4,11 +4,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/target_set.hpp"
+#include "policy/config.hpp"
+#include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/rules.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent {

@@ -5,6 +5,8 @@
 
 #include <time.h>
 
+#include "policy/types.hpp"
+
 namespace kvtier::agent {
 
 TimeNs monotonic_now() {

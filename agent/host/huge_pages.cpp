@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "agent/host/unique_fd.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

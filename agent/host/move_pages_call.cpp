@@ -3,6 +3,9 @@
 #include <numaif.h>
 
 #include <cerrno>
+#include <span>
+
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

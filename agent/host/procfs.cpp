@@ -3,9 +3,20 @@
 #include <fmt/format.h>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <istream>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace fs = std::filesystem;

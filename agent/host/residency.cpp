@@ -2,11 +2,25 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "agent/host/host_paths.hpp"
+#include "agent/host/huge_pages.hpp"
+#include "agent/host/move_pages_call.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -34,8 +48,8 @@ Result<void> ResidencyReader::query(Pid pid, AddrRange r, Visit&& visit) {
     addrs_.resize(n);
     status_.assign(n, 0);
     for (std::size_t k = 0; k < n; ++k) {
-      addrs_[k] = reinterpret_cast<void*>(
-          first + (off + k) * kPageSize);  // NOLINT(performance-no-int-to-ptr)
+      const std::uint64_t page = first + (off + k) * kPageSize;
+      addrs_[k] = reinterpret_cast<void*>(page);  // NOLINT(performance-no-int-to-ptr)
     }
     const auto q = query_(pid, addrs_, nullptr, status_, 0);
     if (q.ret < 0) {

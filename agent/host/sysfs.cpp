@@ -6,8 +6,18 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

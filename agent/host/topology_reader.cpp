@@ -3,9 +3,22 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
+#include "policy/topology.hpp"
 
 namespace kvtier::agent {
 namespace fs = std::filesystem;

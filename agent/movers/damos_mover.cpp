@@ -3,13 +3,26 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/damon_sysfs.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -72,24 +85,11 @@ Availability DamosMover::probe(const HostPaths& host) {
   return {.ok = true, .why = "DAMON sysfs present"};
 }
 
-Result<void> DamosMover::start() {
-  if (auto st = damon_.state(kdamond()); st && *st == "on") {
-    if (auto r = damon_.turn_off(kdamond()); !r) return r;
-  }
-  auto nr = damon_.nr_kdamonds();
-  if (!nr) return std::unexpected(nr.error());
-  if (*nr <= kdamond()) {
-    if (auto r = damon_.set_nr_kdamonds(kdamond() + 1); !r) return r;
-  }
-  const DamonContextSpec context{
-      .operations = setup_.operations,
-      .intervals = {.sample_us = setup_.sample_us,
-                    .aggr_us = setup_.aggr_us,
-                    .update_us = setup_.update_us},
-      .nr_regions = {.min = setup_.min_nr_regions, .max = setup_.max_nr_regions},
-      .targets = {DamonTargetSpec{.pid = setup_.pid_target, .regions = setup_.regions}}};
-  if (auto r = damon_.configure(kdamond(), context); !r) return r;
-  // The schemes: a sequence of writes, each stopping at the first error (which names the file).
+namespace {
+
+// The files (under the kdamond) and values that set up `schemes` in context 0.
+std::vector<std::pair<fs::path, std::string>> scheme_writes(
+    const std::vector<DamosScheme>& schemes) {
   std::vector<std::pair<fs::path, std::string>> w;
   const auto add = [&](fs::path rel, const auto& value) {
     if constexpr (std::is_convertible_v<decltype(value), std::string_view>) {
@@ -99,9 +99,9 @@ Result<void> DamosMover::start() {
     }
   };
   const fs::path c = "contexts/0";
-  add(c / "schemes/nr_schemes", setup_.schemes.size());
-  for (std::size_t i = 0; i < setup_.schemes.size(); ++i) {
-    const auto& s = setup_.schemes[i];
+  add(c / "schemes/nr_schemes", schemes.size());
+  for (std::size_t i = 0; i < schemes.size(); ++i) {
+    const auto& s = schemes[i];
     const fs::path d = c / "schemes" / std::to_string(i);
     add(d / "action", to_string(s.action));
     if (s.target_nid >= 0) add(d / "target_nid", s.target_nid);
@@ -133,6 +133,30 @@ Result<void> DamosMover::start() {
       if (f.type == DamosFilter::Type::kTarget) add(fd / "target_idx", f.target_idx);
     }
   }
+  return w;
+}
+
+}  // namespace
+
+Result<void> DamosMover::start() {
+  if (auto st = damon_.state(kdamond()); st && *st == "on") {
+    if (auto r = damon_.turn_off(kdamond()); !r) return r;
+  }
+  auto nr = damon_.nr_kdamonds();
+  if (!nr) return std::unexpected(nr.error());
+  if (*nr <= kdamond()) {
+    if (auto r = damon_.set_nr_kdamonds(kdamond() + 1); !r) return r;
+  }
+  const DamonContextSpec context{
+      .operations = setup_.operations,
+      .intervals = {.sample_us = setup_.sample_us,
+                    .aggr_us = setup_.aggr_us,
+                    .update_us = setup_.update_us},
+      .nr_regions = {.min = setup_.min_nr_regions, .max = setup_.max_nr_regions},
+      .targets = {DamonTargetSpec{.pid = setup_.pid_target, .regions = setup_.regions}}};
+  if (auto r = damon_.configure(kdamond(), context); !r) return r;
+  // The schemes: a sequence of writes, each stopping at the first error (which names the file).
+  const auto w = scheme_writes(setup_.schemes);
   for (const auto& [rel, value] : w) {
     if (auto r = write(rel, value); !r) {
       if (rel.filename() == "target_nid" && r.error().code == ENOENT) {

@@ -1,9 +1,14 @@
 #include "agent/movers/dry_run_mover.hpp"
 
 #include <cerrno>
+#include <span>
+#include <utility>
 
+#include "agent/host/host_paths.hpp"
+#include "agent/host/move_pages_call.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "agent/movers/move_units.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -5,12 +5,24 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "agent/host/host_paths.hpp"
+#include "agent/host/move_pages_call.hpp"
 #include "agent/host/sysfs.hpp"
+#include "agent/movers/move_units.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

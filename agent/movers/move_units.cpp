@@ -1,6 +1,11 @@
 #include "agent/movers/move_units.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -1,4 +1,5 @@
 #include "agent/movers/node_full_latch.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

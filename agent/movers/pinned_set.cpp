@@ -1,6 +1,11 @@
 #include "agent/movers/pinned_set.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <limits>
+
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

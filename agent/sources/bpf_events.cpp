@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <span>
+#include <string_view>
 
 #include "bpf/kvtier_abi.h"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

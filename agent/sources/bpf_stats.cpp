@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <span>
+#include <string>
+
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

@@ -6,14 +6,25 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/damon_sysfs.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
 #include "damon.skel.h"
 #include "policy/units.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

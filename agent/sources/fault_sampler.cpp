@@ -3,12 +3,21 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <memory>
+#include <span>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
+#include "agent/sources/hotness_source.hpp"
+#include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
 #include "faults.skel.h"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -6,11 +6,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "agent/host/unique_fd.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "agent/sources/probes.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 
@@ -144,6 +155,8 @@ Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::ui
 
 Result<void> IdlePageSource::collect(TimeNs now, SourceBatch& out) {
   if (!started_) return fail("idle: collect() before start()");
+  if (last_scan_ && now < *last_scan_ + opts_.scan_interval) return {};
+  last_scan_ = now;
   std::uint64_t budget = opts_.max_pages_per_scan;
   for (const Pid pid : targets_) {
     // A target that exited between set_targets() and now is skipped, not fatal.

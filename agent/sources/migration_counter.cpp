@@ -4,13 +4,22 @@
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 
+#include <array>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
 #include "agent/sources/probes.hpp"
 #include "bpf/kvtier_abi.h"
 #include "migrate.skel.h"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

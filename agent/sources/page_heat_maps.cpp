@@ -7,9 +7,17 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <span>
+#include <utility>
+#include <vector>
 
+#include "agent/sources/hotness_source.hpp"
 #include "bpf/kvtier_abi.h"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -6,13 +6,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
+#include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

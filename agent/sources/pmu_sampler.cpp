@@ -7,10 +7,23 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
+#include "agent/sources/hotness_source.hpp"
+#include "agent/sources/page_heat_maps.hpp"
+#include "agent/sources/perf_events.hpp"
 #include "agent/sources/probes.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 #include "sampler.skel.h"
 
 namespace kvtier::agent {

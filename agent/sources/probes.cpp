@@ -6,6 +6,7 @@
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <cstddef>
 #include <sstream>
 
 #include <array>
@@ -15,9 +16,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <system_error>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 

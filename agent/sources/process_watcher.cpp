@@ -5,11 +5,20 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
 #include <utility>
+#include <vector>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/sources/bpf_events.hpp"
 #include "agent/sources/bpf_skeleton.hpp"
 #include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
+#include "policy/error.hpp"
 #include "procs.skel.h"
 
 namespace kvtier::agent {

@@ -1,8 +1,24 @@
 #include "agent/sources/source_registry.hpp"
 
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/sources/damon_source.hpp"
+#include "agent/sources/fault_sampler.hpp"
+#include "agent/sources/idle_page_source.hpp"
+#include "agent/sources/pmu_sampler.hpp"
 #include "policy/config.hpp"
+#include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -46,7 +46,7 @@ TEST(IdlePages, ReportsPagesWhoseIdleBitWasClearedSinceTheLastScan) {
   std::filesystem::create_directories(bitmap.parent_path());
   for (std::uint64_t w = 0; w < 4; ++w) put_word(bitmap, w, 0);
 
-  agent::IdlePageSource s(t.paths(), agent::IdlePageOptions{});
+  agent::IdlePageSource s(t.paths(), agent::IdlePageOptions{.scan_interval = 0});
   ASSERT_TRUE(s.start());
   const Pid pid = 4242;
   ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
@@ -73,6 +73,31 @@ TEST(IdlePages, ReportsPagesWhoseIdleBitWasClearedSinceTheLastScan) {
   agent::SourceBatch third;
   ASSERT_TRUE(s.collect(3, third));
   EXPECT_TRUE(third.samples.empty());
+}
+
+TEST(IdlePages, ScansAreScanIntervalApart) {
+  Fixture t({dir("proc"), dir("sys")});
+  t.write("proc/4242/maps", "00010000-00011000 rw-p 00000000 00:00 0 \n");
+  const auto pagemap = t.path("proc/4242/pagemap");
+  put_word(pagemap, 0x10, kPresent | 100);
+  t.mkdir("sys/kernel/mm/page_idle");
+  const auto bitmap = t.path("sys/kernel/mm/page_idle/bitmap");
+  for (std::uint64_t w = 0; w < 2; ++w) put_word(bitmap, w, 0);
+  constexpr TimeNs kSec = 1'000'000'000;
+  agent::IdlePageSource s(t.paths(), agent::IdlePageOptions{.scan_interval = 10 * kSec});
+  ASSERT_TRUE(s.start());
+  const Pid pid = 4242;
+  ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
+  agent::SourceBatch b;
+  ASSERT_TRUE(s.collect(100 * kSec, b));  // marks pfn 100 idle
+  EXPECT_EQ(get_word(bitmap, 1), 1ULL << 36);
+  put_word(bitmap, 1, 0);  // accessed
+  ASSERT_TRUE(s.collect(109 * kSec, b));
+  EXPECT_TRUE(b.samples.empty()) << "9 s after the last scan: no scan";
+  EXPECT_EQ(get_word(bitmap, 1), 0U) << "and nothing marked";
+  ASSERT_TRUE(s.collect(110 * kSec, b));
+  ASSERT_EQ(b.samples.size(), 1U);
+  EXPECT_EQ(b.samples[0].time, 110 * kSec);
 }
 
 TEST(IdlePages, ExitedTargetIsSkipped) {

@@ -127,8 +127,7 @@ TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
   EXPECT_EQ(rules.classify(unit(2, 0.0F, 100 * kSec)), Rule::kStaysOnSlow);
   EXPECT_EQ(rules.classify(unit(2, 5.0F, 0)), Rule::kAccessedOnSlow);
   EXPECT_EQ(rules.classify(unit(0, 0.0F, 100 * kSec)), Rule::kCold);
-  EXPECT_THAT(rules.words(Rule::kCold, unit(0, 0.0F, 100 * kSec)),
-              HasSubstr("demotion to node 2"));
+  EXPECT_THAT(rules.words(Rule::kCold, unit(0, 0.0F, 100 * kSec)), HasSubstr("demotion to node 2"));
 }
 
 TEST(Rules, NowhereToDemoteOnAHostWithoutADemotionTarget) {
