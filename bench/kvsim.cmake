@@ -12,6 +12,7 @@ add_library(kvsim_core STATIC
   kvsim/pattern.cpp
   kvsim/kv_pool.cpp
   kvsim/ground_truth.cpp
+  kvsim/live_truth.cpp
   kvsim/simulator.cpp)
 target_include_directories(kvsim_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(kvsim_core

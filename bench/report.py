@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""The tiering benchmark's report: reads what scripts/bench.sh collected (DIR/MODE.jsonl, the
-guest's stdout for each mode, and DIR/MODE.meta.json) and writes DIR/report.md (one table row
-per mode, the settings, the guest layout), DIR/results.json (the same figures) and
-DIR/residency.png (share of KV bytes on the CXL node over time, one line per mode).
+"""The tiering benchmark's report: reads what scripts/bench.sh collected (DIR/MODE-K.jsonl, the
+guest's stdout for run K of each mode, and DIR/MODE-K.meta.json; DIR/MODE.jsonl from older runs)
+and writes DIR/report.md (one table row per mode: the median and, over several runs, the range;
+every mode also against the oracle; the settings, the guest layout), DIR/results.json (the same
+figures: per mode the first completed run's figures at the top level, every run under "runs",
+medians and ranges under "summary", the oracle comparison under "vs_oracle") and
+DIR/residency.png (share of KV bytes on the CXL node over time, the first run of each mode).
 
-Usage: report.py DIR [--modes none,kernel,damos,kvtier] [--no-plot]
+Usage: report.py DIR [--modes none,kernel,damos,oracle,kvtier] [--no-plot]
+       report.py --line FILE.jsonl [--mode NAME]   one line of the table's columns for one run
 
 Every figure comes from the run's own events; a mode that could not run gets a row saying
 why ("not available: ...") and no numbers.
 """
 
 import argparse
-import bisect
 import datetime
 import json
 import os
+import re
+import statistics
 import sys
 
 PAGE = 4096
@@ -23,6 +28,8 @@ MODE_TITLES = {
     "none": "no tiering",
     "kernel": "kernel tiering (NUMA balancing 2 + demotion)",
     "damos": "DAMOS migrate_cold/hot alone",
+    "damos-goal": "DAMOS vaddr migrate_hot/cold + node 0 memory goal",
+    "oracle": "oracle (placement from kvsim's ground truth)",
     "kvtier": "kvtier",
 }
 DRAM_NODE = "0"
@@ -187,9 +194,42 @@ AGENT_CPU = {
     "none": [],
     "kernel": ["kswapd"],
     "damos": ["kdamond"],
+    "damos-goal": ["kdamond"],
+    # The oracle's own cost (its page queries and moves) is excluded from the figures: it is a
+    # ceiling, not a rival. It is measured and reported apart (excluded_cpu_s).
+    "oracle": [],
     # kvtierd's DAMON source runs its own kdamond thread: part of kvtier's cost.
     "kvtier": ["kvtierd", "kdamond"],
 }
+EXCLUDED_CPU = {"oracle": ["kvtier_oracle"]}
+
+
+def oracle_cold_check(cycles, map_start, page_status, truth_rows, map_t_ns, cold_age_ns, slow_node=1):
+    """The oracle's mechanics, exactly: find its last cycle that left nothing misplaced (backlog 0)
+    and finished before the page map was taken; every chunk already cold at that cycle's time and
+    untouched since (last access <= t - cold_age in the final truth) must be on the slow node in
+    the map: the oracle demoted it then, and nothing moves a cold page back. Returns
+    {"cycle": i or None, "checked_bytes", "misplaced_bytes"}."""
+    done = [c for c in cycles if c.get("backlog_bytes") == 0 and c.get("t_end_ns", c["t_ns"]) <= map_t_ns]
+    if not done:
+        return {"cycle": None, "checked_bytes": 0, "misplaced_bytes": 0}
+    c = done[-1]
+    limit = c["t_ns"] - cold_age_ns
+    checked = misplaced = 0
+    n = len(page_status)
+    for start, end, last, _state in truth_rows:
+        if last > limit:
+            continue
+        first_page = (start - map_start) // PAGE
+        last_page = (end - 1 - map_start) // PAGE
+        for p in range(max(first_page, 0), min(last_page, n - 1) + 1):
+            st = page_status[p]
+            if st < 0:
+                continue
+            b = min(end, map_start + (p + 1) * PAGE) - max(start, map_start + p * PAGE)
+            checked += b
+            misplaced += 0 if st == slow_node else b
+    return {"cycle": c["i"], "checked_bytes": checked, "misplaced_bytes": misplaced}
 
 
 def analyse_mode(mode, events, meta):
@@ -256,6 +296,9 @@ def analyse_mode(mode, events, meta):
     r["kvsim_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvsim"])
     r["probe_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvtier_residenc"])
     r["agent_cpu_pct"] = 100 * r["agent_cpu_s"] / window if window > 0 else None
+    if EXCLUDED_CPU.get(mode):
+        r["excluded_cpu_s"] = cpu_seconds(samples[0], samples[-1], EXCLUDED_CPU[mode])
+        r["excluded_cpu_pct"] = 100 * r["excluded_cpu_s"] / window if window > 0 else None
     r["steps_per_s"] = kend["steps_per_s"]
     r["step_work_ms"] = kend["step_work_ms"]
     r["tokens"] = kend["tokens"]
@@ -272,12 +315,107 @@ def analyse_mode(mode, events, meta):
                 nm[k] = int(v) * PAGE
         r["numa_maps_bytes_by_node"] = nm
         r["probe_last_bytes_by_node"] = samples[-1]["bytes_by_node"]
+        r["probe_last_status_pages"] = samples[-1].get("status_pages", {})
     r["damos_stats"] = pick(events, "bench", "damos_stats")
+    r["damos_goals"] = pick(events, "bench", "damos_goal_state")
+    cycles = pick(events, "oracle", "cycle")
+    if mode == "oracle" or cycles:
+        oend = first(events, "oracle", "end") or {}
+        last_map = next((s for s in reversed(samples) if "runs" in s and s["i"] in truths), None)
+        check = None
+        if last_map:
+            check = oracle_cold_check(cycles, last_map["start"], expand_runs(last_map["runs"]),
+                                      parse_truth_csv(truths[last_map["i"]]["csv"]), last_map["t_ns"],
+                                      int(cold_age_s * 1e9), int(CXL_NODE))
+        r["oracle"] = {
+            "cycles": len(cycles),
+            "moved_to_fast_pages": sum(c["moved_to_fast_pages"] for c in cycles),
+            "moved_to_slow_pages": sum(c["moved_to_slow_pages"] for c in cycles),
+            "unmoved_pages": sum(c["unmoved_pages"] for c in cycles),
+            "budget_limited_cycles": sum(1 for c in cycles if c["budget_limited"]),
+            "room_limited_cycles": sum(1 for c in cycles if c["room_limited"]),
+            "zero_backlog_cycles": sum(1 for c in cycles if c["backlog_bytes"] == 0),
+            "last_backlog_bytes": cycles[-1]["backlog_bytes"] if cycles else None,
+            "end": oend,
+            "status": done.get("oracle_status"),
+            "stderr": done.get("oracle_stderr", ""),
+            "cold_check": check,
+        }
     r["layout"] = first(events, "bench", "layout")
     r["settings_events"] = [e for e in events if e.get("src") == "bench" and e.get("event") in
-                            ("damos", "kernel_tiering", "kvtier_config", "settings")]
+                            ("damos", "damos_goal", "kernel_tiering", "kvtier_config", "oracle", "settings")]
     r["kvsim_start"] = kstart
     return r
+
+
+# --- several runs of a mode, and the oracle as the reference ---------------------------------
+
+# The scalar figures of one completed run, as (key, value); the table shows their medians.
+def figures(r):
+    fs = r.get("final_score") or {}
+    m = r["migration"]
+    return {
+        "cxl_start": r["share_cxl_start"],
+        "cxl_mean": r["share_cxl_mean"],
+        "cxl_end": r["share_cxl_end"],
+        "dram_whole": r["dram_read_share"],
+        "dram_2nd": r["dram_read_share_2nd_half"],
+        "precision": fs.get("precision"),
+        "recall": fs.get("recall"),
+        "migrated": m["migrated_mib_s"],
+        "demoted": m["demoted_mib_s"],
+        "promoted": m["promoted_mib_s"],
+        "agent_cpu_pct": r["agent_cpu_pct"],
+        "excluded_cpu_pct": r.get("excluded_cpu_pct"),
+        "steps_per_s": r["steps_per_s"],
+        "step_work_ms": r["step_work_ms"],
+        "corrupted": r["corrupted_bytes"],
+    }
+
+
+def spread(values):
+    """Median, min, max and count of the values that are not None (None when there are none)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+def aggregate(mode, runs):
+    """One mode over its runs (analyse_mode results in run order)."""
+    ok = [r for r in runs if r["status"] == "ok"]
+    a = {"mode": mode, "title": MODE_TITLES.get(mode, mode), "runs": runs, "ok": ok}
+    if not ok:
+        a["status"] = runs[0]["status"] if runs else "failed: no run"
+        return a
+    a["status"] = "ok"
+    figs = [figures(r) for r in ok]
+    a["summary"] = {k: spread([f[k] for f in figs]) for k in figs[0]}
+    return a
+
+
+def oracle_comparison(aggs):
+    """Every mode against the oracle, run by run (run K of a mode with run K of the oracle, which
+    ran close in time; the oracle's median when its run K did not complete): KV on the CXL node at
+    the end as a ratio of the oracle's, and the DRAM read share of the second half minus the
+    oracle's, in points. Stored as a["vs_oracle"] = {"offload_ratio": spread, "dram_delta_pts"}."""
+    ref = next((a for a in aggs if a["mode"] == "oracle" and a["status"] == "ok"), None)
+    if ref is None:
+        return
+    by_run = {r["meta"].get("run") if r.get("meta") else None: figures(r) for r in ref["ok"]}
+    med = {k: (v["median"] if v else None) for k, v in ref["summary"].items()}
+    for a in aggs:
+        if a["status"] != "ok":
+            continue
+        ratios, deltas = [], []
+        for r in a["ok"]:
+            f = figures(r)
+            o = by_run.get(r["meta"].get("run") if r.get("meta") else None, med)
+            if f["cxl_end"] is not None and o["cxl_end"]:
+                ratios.append(f["cxl_end"] / o["cxl_end"])
+            if f["dram_2nd"] is not None and o["dram_2nd"] is not None:
+                deltas.append(100 * (f["dram_2nd"] - o["dram_2nd"]))
+        a["vs_oracle"] = {"offload_ratio": spread(ratios), "dram_delta_pts": spread(deltas)}
 
 
 # --- output -------------------------------------------------------------------------------
@@ -286,6 +424,7 @@ COLUMNS = [
     "mode",
     "KV on CXL node: start / mean / end",
     "KV reads from DRAM (whole run / 2nd half)",
+    "vs oracle: offload ratio / DRAM reads (2nd half)",
     "precision",
     "recall",
     "migrated MiB/s (demoted / promoted)",
@@ -303,52 +442,97 @@ def num(v, fmt="{:.2f}"):
     return "n/a" if v is None else fmt.format(v)
 
 
-def table_row(r):
-    if r["status"] != "ok":
-        return [r["title"], r["status"]] + [""] * (len(COLUMNS) - 2)
-    fs = r["final_score"] or {}
-    m = r["migration"]
-    agent = "none (no agent)" if r["mode"] == "none" else (
-        f"{r['agent_cpu_s']:.2f} s ({num(r['agent_cpu_pct'], '{:.1f}')}% of a CPU)")
-    if r["mode"] == "kernel":
-        agent += f"; hint faults + promotion run in kvsim's context ({m['numa_hint_faults'] or 0} faults)"
+def stat(s, show=pct, bare=None, sep="–"):
+    """A summary as 'median' (one run) or 'median (min-max)'; `bare` formats the range ends."""
+    if s is None:
+        return "n/a"
+    if s["n"] == 1 or s["min"] == s["max"]:
+        return show(s["median"])
+    bare = bare or (lambda v: show(v).rstrip("%"))
+    return f"{show(s['median'])} ({bare(s['min'])}{sep}{bare(s['max'])})"
+
+
+def signed_pts(v):
+    return f"{v:+.1f} pts"
+
+
+def table_row(a):
+    if a["status"] != "ok":
+        return [a["title"], a["status"]] + [""] * (len(COLUMNS) - 2)
+    s = a["summary"]
+    title = a["title"]
+    failed = [r for r in a["runs"] if r["status"] != "ok"]
+    if len(a["runs"]) > 1:
+        title += f" ({len(a['ok'])} of {len(a['runs'])} runs)" if failed else f" ({len(a['runs'])} runs)"
+    if a["mode"] == "none":
+        agent = "none (no agent)"
+    elif a["mode"] == "oracle":
+        agent = (f"excluded (the oracle itself: {stat(s['excluded_cpu_pct'], lambda v: num(v, '{:.1f}%'))}"
+                 " of a CPU, not counted)")
+    else:
+        agent = f"{stat(s['agent_cpu_pct'], lambda v: num(v, '{:.1f}%'))} of a CPU"
+    if a["mode"] == "kernel":
+        faults = [r["migration"]["numa_hint_faults"] or 0 for r in a["ok"]]
+        agent += f"; hint faults + promotion run in kvsim's context ({int(statistics.median(faults))} faults)"
+    vs = a.get("vs_oracle")
+    if a["mode"] == "oracle":
+        versus = "1 / +0.0 pts (the reference)"
+    elif vs:
+        versus = (f"{stat(vs['offload_ratio'], lambda v: num(v))} / "
+                  f"{stat(vs['dram_delta_pts'], signed_pts, lambda v: f'{v:+.1f}', ' to ')}")
+    else:
+        versus = "n/a (no oracle run)"
+    corrupted = sum(r["corrupted_bytes"] for r in a["ok"])
+    bad_exit = [r["kvsim_status"] for r in a["ok"] if r["kvsim_status"] != 0]
+    mib = lambda v: num(v)  # noqa: E731
     return [
-        r["title"],
-        f"{pct(r['share_cxl_start'])} / {pct(r['share_cxl_mean'])} / {pct(r['share_cxl_end'])}",
-        f"{pct(r['dram_read_share'])} / {pct(r['dram_read_share_2nd_half'])}",
-        pct(fs.get("precision")),
-        pct(fs.get("recall")),
-        f"{num(m['migrated_mib_s'])} ({num(m['demoted_mib_s'])} / {num(m['promoted_mib_s'])})",
+        title,
+        f"{stat(s['cxl_start'])} / {stat(s['cxl_mean'])} / {stat(s['cxl_end'])}",
+        f"{stat(s['dram_whole'])} / {stat(s['dram_2nd'])}",
+        versus,
+        stat(s["precision"]),
+        stat(s["recall"]),
+        f"{stat(s['migrated'], mib)} ({stat(s['demoted'], mib)} / {stat(s['promoted'], mib)})",
         agent,
-        f"{r['steps_per_s']:.3f} ({r['step_work_ms']:.1f})",
-        f"{r['corrupted_bytes']}" + ("" if r["kvsim_status"] == 0 else f" (kvsim exit {r['kvsim_status']})"),
+        f"{stat(s['steps_per_s'], lambda v: num(v, '{:.3f}'))} ({stat(s['step_work_ms'], lambda v: num(v, '{:.1f}'))})",
+        f"{corrupted}" + (f" (kvsim exit {bad_exit})" if bad_exit else ""),
     ]
 
 
-def markdown_table(results):
+def markdown_table(aggs):
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for r in results:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in table_row(r)) + " |")
+    for a in aggs:
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in table_row(a)) + " |")
     return "\n".join(lines)
 
 
-def plot(results, path):
+def one_line(r):
+    """One run as one line: each column's name and value (the demo's closing line)."""
+    a = aggregate(r["mode"], [r])
+    row = table_row(a)
+    if a["status"] != "ok":
+        return f"{row[0]}: {row[1]}"
+    return "; ".join(f"{c}: {v}" for c, v in zip(COLUMNS[1:], row[1:]) if not c.startswith("vs oracle"))
+
+
+def plot(aggs, path, trace_name):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True)
-    for r in results:
-        if r["status"] != "ok":
+    for a in aggs:
+        if a["status"] != "ok":
             continue
+        r = a["ok"][0]
         t = [x for x, _ in r["share_cxl"]]
-        ax1.plot(t, [100 * v for _, v in r["share_cxl"]], label=r["title"])
+        ax1.plot(t, [100 * v for _, v in r["share_cxl"]], label=a["title"])
         if r["dram_read_series"]:
             ax2.plot([x for x, _ in r["dram_read_series"]], [100 * v for _, v in r["dram_read_series"]],
-                     label=r["title"], alpha=0.8)
-    missing = [f"{r['title']}: {r['status']}" for r in results if r["status"] != "ok"]
+                     label=a["title"], alpha=0.8)
+    missing = [f"{a['title']}: {a['status']}" for a in aggs if a["status"] != "ok"]
     ax1.set_ylabel("KV pool bytes on node 1 (CXL), %")
-    ax1.set_title("KV cache residency on the CXL node over time (kvsim, Mooncake trace)")
+    ax1.set_title(f"KV cache residency on the CXL node over time (kvsim, {trace_name}; first run of each mode)")
     ax1.grid(alpha=0.3)
     ax1.legend(loc="best", fontsize=8)
     ax2.set_ylabel("decode reads served by node 0 (DRAM), %\n(per kvsim stats interval)")
@@ -360,6 +544,28 @@ def plot(results, path):
     fig.tight_layout(rect=(0, 0.04 * len(missing), 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def first_runs(aggs):
+    """The first completed run of each mode (or its first run), for settings and details."""
+    return [a["ok"][0] if a["ok"] else a["runs"][0] for a in aggs if a["runs"]]
+
+
+def run_context(aggs):
+    """(trace name, trace file, kernel release, runs per mode, duration) from the runs' own
+    events and meta files."""
+    runs = [r for a in aggs for r in a["runs"]]
+    meta = next((r["meta"] for r in runs if (r.get("meta") or {}).get("trace")), None) or {}
+    ks = next((r["kvsim_start"] for r in runs if r.get("kvsim_start")), None)
+    lay = next((r["layout"] for r in runs if r.get("layout")), None)
+    trace_file = os.path.basename(ks["trace"]["path"]) if ks else meta.get("trace_file", "?")
+    return {
+        "trace": meta.get("trace") or trace_file,
+        "trace_file": trace_file,
+        "kernel": lay["kernel"] if lay else meta.get("kernel", "?"),
+        "runs": max((len(a["runs"]) for a in aggs), default=0),
+        "duration_s": meta.get("duration_s"),
+    }
 
 
 def settings_md(results):
@@ -421,7 +627,42 @@ def details_md(results):
         for d in r.get("damos_stats", []):
             out.append(f"- DAMOS scheme {d['scheme']} ({d['action']}): tried {d['sz_tried'] / MIB:.0f} MiB, "
                        f"applied {d['sz_applied'] / MIB:.0f} MiB, quota exceeded {d['qt_exceeds']} times.")
+        for g in r.get("damos_goals", []):
+            body = {k: v for k, v in g.items() if k not in ("src", "event")}
+            out.append(f"- DAMOS goal state: `{json.dumps(body)}`")
+        o = r.get("oracle")
+        if o:
+            end = o["end"]
+            ck = o["cold_check"] or {}
+            out.append(
+                f"- Oracle: {o['cycles']} cycles; moved {o['moved_to_slow_pages'] * PAGE / MIB:.1f} MiB to node 1 and "
+                f"{o['moved_to_fast_pages'] * PAGE / MIB:.1f} MiB to node 0; {o['unmoved_pages']} planned pages not "
+                f"moved; budget-limited in {o['budget_limited_cycles']} cycles, short of room on node 0 in "
+                f"{o['room_limited_cycles']}; nothing left misplaced in {o['zero_backlog_cycles']} cycles "
+                f"(last cycle: {num((o['last_backlog_bytes'] or 0) / MIB, '{:.1f}')} MiB misplaced); its own CPU "
+                f"{end.get('cpu_s', 0):.2f} s (excluded from the figures). Check against the final map: "
+                f"{(ck.get('checked_bytes') or 0) / MIB:.1f} MiB cold since cycle {ck.get('cycle')}, "
+                f"{(ck.get('misplaced_bytes') or 0) / MIB:.1f} MiB of it not on node 1.")
         out.append("")
+    return "\n".join(out)
+
+
+def runs_md(aggs):
+    """One line per run when a mode ran more than once: the figures behind the medians."""
+    out = []
+    for a in aggs:
+        if len(a["runs"]) < 2:
+            continue
+        for r in a["runs"]:
+            k = (r.get("meta") or {}).get("run", "?")
+            if r["status"] != "ok":
+                out.append(f"- {a['title']}, run {k}: {r['status']}")
+                continue
+            f = figures(r)
+            out.append(f"- {a['title']}, run {k}: KV on CXL at the end {pct(f['cxl_end'])}, DRAM reads "
+                       f"{pct(f['dram_whole'])} / {pct(f['dram_2nd'])}, precision {pct(f['precision'])}, "
+                       f"recall {pct(f['recall'])}, agent CPU {num(f['agent_cpu_pct'], '{:.1f}')}%, "
+                       f"corrupted {f['corrupted']}")
     return "\n".join(out)
 
 
@@ -436,24 +677,32 @@ def layout_warning(results):
     for r in results:
         lay = r.get("layout")
         if lay:
-            sizes[r["mode"]] = tuple(sorted((n, v["total_kib"] // 1024) for n, v in lay["nodes"].items()))
-    if len(set(sizes.values())) <= 1:
+            sizes.setdefault(tuple(sorted((n, v["total_kib"] // 1024) for n, v in lay["nodes"].items())),
+                             []).append(f"{r['mode']}-{(r.get('meta') or {}).get('run', 1)}")
+    if len(sizes) <= 1:
         return ""
-    return ("**Warning: the modes' guests had different node sizes (MiB): "
-            + "; ".join(f"{m}: {dict(s)}" for m, s in sizes.items()) + ". Compare with care.**")
+    return ("**Warning: the guests had different node sizes (MiB): "
+            + "; ".join(f"{', '.join(runs)}: {dict(s)}" for s, runs in sizes.items()) + ". Compare with care.**")
 
 
-def write_report(out_dir, results, plot_ok):
+def write_report(out_dir, aggs, plot_ok):
     now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    ctx = run_context(aggs)
+    firsts = first_runs(aggs)
+    every = [r for a in aggs for r in a["runs"]]
+    repeat = (f"{ctx['runs']} runs of each mode, interleaved; each figure is the median with the range "
+              "(min–max) in brackets" if ctx["runs"] > 1 else "one run of each mode")
     md = [
         "# kvtier benchmark: tiering the KV cache, side by side",
         "",
-        f"Run {now} by `scripts/bench.sh`; every mode in a freshly booted guest with the same "
-        "memory layout and the same kvsim command.",
+        f"Run {now} by `scripts/bench.sh`: trace **{ctx['trace']}** (`{ctx['trace_file']}`), guest kernel "
+        f"**{ctx['kernel']}**, {repeat}"
+        + (f", {ctx['duration_s']} s measured each" if ctx["duration_s"] else "")
+        + "; every run in a freshly booted guest with the same memory layout and the same kvsim command.",
         "",
-        markdown_table(results),
+        markdown_table(aggs),
         "",
-        layout_warning(results),
+        layout_warning(every),
         "",
         "![residency](residency.png)" if plot_ok else "(no plot: matplotlib unavailable)",
         "",
@@ -463,6 +712,10 @@ def write_report(out_dir, results, plot_ok):
         "every pool page once a second (kvtier_residency_probe): first sample, mean, last sample.",
         "- **KV reads from DRAM**: share of kvsim's decode read bytes whose page was on node 0 at "
         "the moment of the read (kvsim --read-nodes-every), whole run and second half.",
+        "- **vs oracle**: the mode's KV on the CXL node at the end divided by the oracle's (offload "
+        "ratio; 1 = as much as the oracle), and its DRAM read share in the second half minus the "
+        "oracle's, in points; run K of a mode is paired with run K of the oracle. The oracle places "
+        "from kvsim's ground truth with the same DRAM, budget and mover (scripts/bench/guest.sh).",
         "- **precision / recall**: at the last page map, bytes on node 1 that were truly cold "
         "(not touched for the cold age, per kvsim's ground truth) over all bytes on node 1, and over "
         "all truly cold bytes. Pages on node 1 from the start count as demoted: the no-tiering row "
@@ -471,57 +724,89 @@ def write_report(out_dir, results, plot_ok):
         "probe's window; demoted = pgdemote_*, promoted = pgpromote_success (kernel tiering's own counters).",
         "- **agent CPU**: user+system time of the agent over the window: kvtierd plus the kdamond "
         "of its DAMON source (kvtier), kdamond (DAMOS), kswapd (kernel tiering; its demotion work). The kernel's NUMA-hint-fault handling and "
-        "promotions run in the faulting task (kvsim) and cannot be separated from its time.",
+        "promotions run in the faulting task (kvsim) and cannot be separated from its time. "
+        "The oracle's own CPU is excluded (it is a ceiling, not a rival) and shown apart.",
         "- **kvsim decode steps/s**: steps per second of the whole run; decode is paced to the "
         "trace's real time, so it only drops when steps take longer than their budget; "
         "the step work (ms, without pacing sleeps and without the node queries) shows the cost.",
-        "- **corrupted bytes**: kvsim checks every byte it reads against its pattern; must be 0.",
+        "- **corrupted bytes**: kvsim checks every byte it reads against its pattern; must be 0 "
+        "(summed over the runs).",
         "",
+    ]
+    rm = runs_md(aggs)
+    if rm:
+        md += ["## Every run", "", rm, ""]
+    md += [
         "## Settings",
         "",
-        settings_md(results),
+        settings_md(firsts),
         "",
-        "## Details per mode",
+        "## Details per mode" + (" (first run of each)" if ctx["runs"] > 1 else ""),
         "",
-        details_md(results),
+        details_md(firsts),
     ]
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(md) + "\n")
-    slim = []
-    for r in results:
-        slim.append({k: v for k, v in r.items() if k not in ("kvsim_start", "layout", "settings_events")})
+
+    def slim(r):
+        return {k: v for k, v in r.items() if k not in ("kvsim_start", "layout", "settings_events")}
+
+    out = []
+    for a in aggs:
+        top = slim(a["ok"][0] if a["ok"] else (a["runs"][0] if a["runs"] else {"mode": a["mode"]}))
+        top.update({"mode": a["mode"], "title": a["title"], "status": a["status"],
+                    "runs": [slim(r) for r in a["runs"]], "summary": a.get("summary"),
+                    "vs_oracle": a.get("vs_oracle"), "trace": ctx["trace"], "kernel": ctx["kernel"]})
+        out.append(top)
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
-        json.dump(slim, f, indent=1)
+        json.dump(out, f, indent=1)
+
+
+def load_mode(out_dir, mode):
+    """Every run of a mode in DIR: MODE-K.jsonl (K = 1, 2, ...) or an older run's MODE.jsonl."""
+    runs = []
+    pat = re.compile(re.escape(mode) + r"-([0-9]+)\.jsonl$")
+    found = sorted((int(m.group(1)), n) for n in os.listdir(out_dir) if (m := pat.match(n)))
+    if not found and os.path.exists(os.path.join(out_dir, f"{mode}.jsonl")):
+        found = [(1, f"{mode}.jsonl")]
+    for k, name in found:
+        meta_path = os.path.join(out_dir, name[: -len(".jsonl")] + ".meta.json")
+        meta = {"run": k}
+        if os.path.exists(meta_path):
+            with open(meta_path, encoding="utf-8") as f:
+                meta = json.load(f)
+            meta.setdefault("run", k)
+        runs.append(analyse_mode(mode, read_events(os.path.join(out_dir, name)), meta))
+    if not runs:
+        runs.append({"mode": mode, "title": MODE_TITLES.get(mode, mode), "meta": {"run": 1},
+                     "status": f"failed: {os.path.join(out_dir, mode + '-1.jsonl')} missing (the mode did not run)"})
+    return runs
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dir")
-    ap.add_argument("--modes", default="none,kernel,damos,kvtier")
+    ap.add_argument("dir", nargs="?")
+    ap.add_argument("--modes", default="none,kernel,damos,oracle,kvtier")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--line", metavar="FILE", help="print one line of the table's columns for one run's guest output")
+    ap.add_argument("--mode", default="kvtier", help="with --line: the mode the run used")
     a = ap.parse_args(argv)
-    results = []
-    for mode in a.modes.split(","):
-        path = os.path.join(a.dir, f"{mode}.jsonl")
-        meta_path = os.path.join(a.dir, f"{mode}.meta.json")
-        meta = None
-        if os.path.exists(meta_path):
-            with open(meta_path, encoding="utf-8") as f:
-                meta = json.load(f)
-        if not os.path.exists(path):
-            results.append({"mode": mode, "title": MODE_TITLES.get(mode, mode),
-                            "status": f"failed: {path} missing (the mode did not run)"})
-            continue
-        results.append(analyse_mode(mode, read_events(path), meta))
+    if a.line:
+        print(one_line(analyse_mode(a.mode, read_events(a.line), {"run": 1})))
+        return 0
+    if not a.dir:
+        ap.error("DIR is required (or --line FILE)")
+    aggs = [aggregate(mode, load_mode(a.dir, mode)) for mode in a.modes.split(",")]
+    oracle_comparison(aggs)
     plot_ok = False
     if not a.no_plot:
         try:
-            plot(results, os.path.join(a.dir, "residency.png"))
+            plot(aggs, os.path.join(a.dir, "residency.png"), run_context(aggs)["trace"])
             plot_ok = True
         except ImportError as e:
             print(f"report.py: no plot ({e}); install python3-matplotlib", file=sys.stderr)
-    write_report(a.dir, results, plot_ok)
-    print(markdown_table(results))
+    write_report(a.dir, aggs, plot_ok)
+    print(markdown_table(aggs))
     return 0
 
 

@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/host/clock.hpp"
 #include "agent/host/sysfs.hpp"
 #include "agent/sources/bpf_stats.hpp"
 #include "agent/sources/damon_source.hpp"
@@ -57,15 +57,6 @@ TimeNs now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
-}
-
-double cpu_seconds_self() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const auto tv = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
 }
 
 // utime + stime of a thread from /proc/PID/stat, in seconds.
@@ -197,7 +188,7 @@ Result<Figures> measure(const Args& a, const std::string& name) {
   auto* damon = dynamic_cast<agent::DamonSource*>(src.get());
   const auto bpf0 = agent::sum_prog_stats(fds);
   const double kd0 = damon != nullptr ? cpu_seconds_of(damon->kdamond_pid()) : 0;
-  const double agent0 = cpu_seconds_self();
+  const double agent0 = agent::process_cpu_seconds();
   const std::uint64_t pages0 = w.pages_written->load();
   const auto t0 = Clock::now();
   const auto end = t0 + std::chrono::duration<double>(a.seconds);
@@ -213,7 +204,7 @@ Result<Figures> measure(const Args& a, const std::string& name) {
     }
   }
   f.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  f.agent_s = cpu_seconds_self() - agent0;
+  f.agent_s = agent::process_cpu_seconds() - agent0;
   f.pages_per_s = static_cast<double>(w.pages_written->load() - pages0) / f.seconds;
   const auto bpf1 = agent::sum_prog_stats(fds);
   if (bpf0 && bpf1) {

@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # The tiering benchmark: the same kvsim workload under no tiering, the kernel's own tiering,
-# DAMOS alone and kvtier, each in a freshly booted guest with the same memory layout; then
-# bench/report.py writes OUT/report.md (the table), OUT/residency.png and OUT/results.json.
+# DAMOS, an oracle that places from kvsim's ground truth, and kvtier, each in a freshly booted
+# guest with the same memory layout; then bench/report.py writes OUT/report.md (the table, with
+# every mode also as a ratio of the oracle), OUT/residency.png and OUT/results.json.
 #
-# Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos kvtier"]
+# Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
+#                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
 #                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--report-only]
-#   --duration  seconds measured per mode (default 100; the whole run takes about 2.3 min a mode)
+#   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
 #   --out       where results go (default build/bench/<date>)
+#   --modes     none kernel damos damos-goal oracle kvtier (damos-goal needs --kernel 7.3, damos
+#               6.12's layout); default: "none kernel damos oracle kvtier" on 6.12,
+#               "none damos-goal oracle kvtier" on 7.3
+#   --kernel    the guest's kernel (scripts/vm/run --kernel; default 6.12)
+#   --trace     mooncake (default), azure-conv, azure-code (bench/traces/), or a trace file
+#               under bench/traces/
+#   --repeat    runs of each mode (default 1), interleaved (every mode once, then again); the
+#               report gives the median and the range
+#   --thp       kvsim's pool in 4 KiB pages (never, the default: kvsim --no-hugepages) or as the
+#               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md)
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
 #   --report-only  rebuild the report from OUT's files without running anything
-# Settings of the modes (DAMOS_*, DAMON_*, KVTIER_*, COLD_AGE_S, MAP_EVERY: see
+# Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
 # Guests boot with nokaslr (KVTIER_VM_APPEND) so that every mode gets the same node sizes.
-# Needs the build (kvsim, kvtier_residency_probe, kvtierd, kvtierctl) in $KVTIER_BUILD_DIR
+# Needs the build (kvsim, kvtier_residency_probe, kvtier_oracle, kvtierd, kvtierctl) in $KVTIER_BUILD_DIR
 # (default build/). Exit status: 0 when every mode ran or reported why it could not, 1 else.
 set -euo pipefail
 
@@ -20,7 +32,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 export KVTIER_BUILD_DIR=${KVTIER_BUILD_DIR:-$top/build}
 duration=100
 out=
-modes="none kernel damos kvtier"
+modes=
+kernel=6.12
+trace=mooncake
+repeat=1
+thp=never
 budget=256MiB
 mem0=256
 mem1=1024
@@ -31,16 +47,47 @@ while (($#)); do
     --duration) duration=${2:?}; shift ;;
     --out) out=${2:?}; shift ;;
     --modes) modes=${2:?}; shift ;;
+    --kernel) kernel=${2:?}; shift ;;
+    --trace) trace=${2:?}; shift ;;
+    --repeat) repeat=${2:?}; shift ;;
+    --thp) thp=${2:?}; shift ;;
     --budget) budget=${2:?}; shift ;;
     --mem0) mem0=${2:?}; shift ;;
     --mem1) mem1=${2:?}; shift ;;
     --report-only) report_only=1 ;;
-    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "bench: --duration '$duration' is not a positive integer" >&2; exit 2; }
+[[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "bench: --repeat '$repeat' is not a positive integer" >&2; exit 2; }
+case $thp in
+  never | system) ;;
+  *) echo "bench: --thp '$thp': use never or system" >&2; exit 2 ;;
+esac
+case $kernel in
+  6.12) modes=${modes:-none kernel damos oracle kvtier} ;;
+  7.3) modes=${modes:-none damos-goal oracle kvtier} ;;
+  *) echo "bench: --kernel '$kernel': use 6.12 or 7.3" >&2; exit 2 ;;
+esac
+# The trace, as the guest sees it (bench/traces/ is /kvtier/traces in the guest).
+case $trace in
+  mooncake) trace_file=mooncake_synthetic_trace.jsonl ;;
+  azure-conv) trace_file=azure_llm_conv_2023.csv ;;
+  azure-code) trace_file=azure_llm_code_2023.csv ;;
+  *) trace_file=$(basename "$trace") ;;
+esac
+[[ -f $top/bench/traces/$trace_file ]] || {
+  echo "bench: --trace '$trace': no bench/traces/$trace_file (names: mooncake, azure-conv, azure-code)" >&2
+  exit 2
+}
+for m in $modes; do
+  case $m in
+    none | kernel | damos | damos-goal | oracle | kvtier) ;;
+    *) echo "bench: unknown mode '$m' (none kernel damos damos-goal oracle kvtier)" >&2; exit 2 ;;
+  esac
+done
 out=${out:-$KVTIER_BUILD_DIR/bench/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 
@@ -51,7 +98,7 @@ for p in /usr/bin/python3 python3; do
 done
 
 if ((!report_only)); then
-  for bin in kvsim kvtier_residency_probe; do
+  for bin in kvsim kvtier_residency_probe kvtier_oracle; do
     [[ -n $(find "$KVTIER_BUILD_DIR" -name "$bin" -type f -perm -u+x -print -quit) ]] || {
       echo "bench: $bin not built in $KVTIER_BUILD_DIR (cmake --build build)" >&2
       exit 1
@@ -60,30 +107,36 @@ if ((!report_only)); then
   # Mode settings from the environment, passed on to the guest script.
   pass=()
   while IFS='=' read -r name value; do
-    [[ $name =~ ^(DAMOS_|DAMON_|KVTIER_(CONFIG|CHECK_AFTER_S|REGION_MIN_SHARE)$|COLD_AGE_S$|MAP_EVERY$) ]] &&
+    [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|REGION_MIN_SHARE)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
       pass+=("$name=$value")
   done < <(env)
-  kvsim_args=(--trace /kvtier/traces/mooncake_synthetic_trace.jsonl --kv-budget "$budget"
+  kvsim_args=(--trace "/kvtier/traces/$trace_file" --kv-budget "$budget"
     --time-scale 1 --read-nodes-every 1 --stats-interval 1 --cold-ages 10,30 --flush-tlb)
-  for mode in $modes; do
-    echo "bench: mode $mode: booting the guest (node 0 $mem0 MiB, node 1 $mem1 MiB), $duration s of workload" >&2
-    t0=$(date +%s)
-    rc=0
-    KVTIER_VM_APPEND="nokaslr${KVTIER_VM_APPEND:+ $KVTIER_VM_APPEND}" "$top/scripts/vm/run" --mem0 "$mem0" --mem1 "$mem1" --timeout $((duration + 300)) -- \
-      env "${pass[@]}" sh /kvtier/scripts/bench/guest.sh "$mode" "$duration" "${kvsim_args[@]}" \
-      >"$out/$mode.jsonl" 2>"$out/$mode.stderr" || rc=$?
-    t1=$(date +%s)
-    why=
-    case $rc in
-      0) ;;
-      124) why="the guest timed out (exit 124)" ;;
-      125) why="the guest did not boot (exit 125)" ;;
-      *) why="the guest command exited $rc" ;;
-    esac
-    [[ -n $why ]] && why="$why; see $out/$mode.stderr" && failed=1
-    printf '{"mode":"%s","vm_status":%d,"wall_s":%d,"mem0_mib":%d,"mem1_mib":%d,"budget":"%s","why":"%s"}\n' \
-      "$mode" "$rc" $((t1 - t0)) "$mem0" "$mem1" "$budget" "$why" >"$out/$mode.meta.json"
-    echo "bench: mode $mode: done in $((t1 - t0)) s (guest status $rc)" >&2
+  [[ $thp == never ]] && kvsim_args+=(--no-hugepages)
+  # Every mode once, then again: slow changes in the shared machine's load hit every mode alike.
+  for ((r = 1; r <= repeat; r++)); do
+    for mode in $modes; do
+      run=$mode-$r
+      echo "bench: run $r/$repeat, mode $mode: booting the $kernel guest (node 0 $mem0 MiB, node 1 $mem1 MiB), $duration s of $trace" >&2
+      t0=$(date +%s)
+      rc=0
+      KVTIER_VM_APPEND="nokaslr${KVTIER_VM_APPEND:+ $KVTIER_VM_APPEND}" "$top/scripts/vm/run" --kernel "$kernel" \
+        --mem0 "$mem0" --mem1 "$mem1" --timeout $((duration + 300)) -- \
+        env "${pass[@]}" sh /kvtier/scripts/bench/guest.sh "$mode" "$duration" "${kvsim_args[@]}" \
+        >"$out/$run.jsonl" 2>"$out/$run.stderr" || rc=$?
+      t1=$(date +%s)
+      why=
+      case $rc in
+        0) ;;
+        124) why="the guest timed out (exit 124)" ;;
+        125) why="the guest did not boot (exit 125)" ;;
+        *) why="the guest command exited $rc" ;;
+      esac
+      [[ -n $why ]] && why="$why; see $out/$run.stderr" && failed=1
+      printf '{"mode":"%s","run":%d,"vm_status":%d,"wall_s":%d,"mem0_mib":%d,"mem1_mib":%d,"budget":"%s","kernel":"%s","trace":"%s","trace_file":"%s","thp":"%s","duration_s":%d,"why":"%s"}\n' \
+        "$mode" "$r" "$rc" $((t1 - t0)) "$mem0" "$mem1" "$budget" "$kernel" "$trace" "$trace_file" "$thp" "$duration" "$why" >"$out/$run.meta.json"
+      echo "bench: run $r/$repeat, mode $mode: done in $((t1 - t0)) s (guest status $rc)" >&2
+    done
   done
 fi
 

@@ -3,7 +3,9 @@
 # tiered-memory guest (node 0 = CPUs + DRAM, node 1 = slower CPU-less memory,
 # as CXL memory looks once online) and runs scripts/demo-guest.sh in it: the
 # KV-cache simulator (bench/kvsim) on a real trace, and kvtierd moving its cold
-# KV pages to node 1 while the hot ones stay on node 0.
+# KV pages to node 1 while the hot ones stay on node 0. Every 15 s it prints the
+# share of kvsim's reads DRAM served and where the pool is; at the end, one line
+# of the benchmark's columns for the run (bench/report.py --line).
 # Usage: scripts/demo.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,5 +16,17 @@ echo
 echo "demo: booting the tiered-memory guest (QEMU TCG) and running kvsim, the KV-cache"
 echo "demo: simulator, on the Mooncake trace at real time while kvtierd moves its cold KV"
 echo "demo: blocks to node 1 (about ${KVTIER_DEMO_SECONDS:-90} s of simulation, 2-3 minutes in all)"
-exec "$top/scripts/vm/run" --timeout 900 -- env KVTIER_DEMO_SECONDS="${KVTIER_DEMO_SECONDS:-90}" \
-  sh /kvtier/scripts/demo-guest.sh
+out=$KVTIER_BUILD_DIR/demo
+mkdir -p "$out"
+rc=0
+# The guest's measurement lines ({"src":...}) go to a file; everything else to the screen.
+"$top/scripts/vm/run" --timeout 900 -- env KVTIER_DEMO_SECONDS="${KVTIER_DEMO_SECONDS:-90}" \
+  sh /kvtier/scripts/demo-guest.sh >"$out/guest.out" || rc=$?
+grep -v '^{"src":' "$out/guest.out" || true
+grep '^{"src":' "$out/guest.out" >"$out/demo.jsonl" || true
+if [[ -s $out/demo.jsonl ]]; then
+  echo
+  echo "== the run in the benchmark's columns (scripts/bench.sh, docs/benchmarks.md):"
+  python3 "$top/bench/report.py" --line "$out/demo.jsonl" --mode kvtier || rc=1
+fi
+exit "$rc"

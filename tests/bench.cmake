@@ -11,10 +11,19 @@ target_compile_definitions(unit_kvsim PRIVATE
   KVTIER_TRACES="${PROJECT_SOURCE_DIR}/bench/traces")
 kvtier_vm_test(kvsim_guest kvsim_guest.sh)
 
+# The oracle: kvsim's live truth file and the oracle's decision.
+kvtier_gtest(unit_bench_oracle unit SOURCES unit/bench_oracle_test.cpp
+  LIBS bench_oracle_core kvsim_core)
+add_dependencies(unit_bench_oracle kvsim kvtier_oracle)
+target_compile_definitions(unit_bench_oracle PRIVATE
+  KVTIER_KVSIM_BIN="$<TARGET_FILE:kvsim>" KVTIER_ORACLE_BIN="$<TARGET_FILE:kvtier_oracle>")
+
 # The benchmark harness: the residency probe's parsers (C++) and report.py's metrics (python).
 kvtier_gtest(unit_bench_probe unit SOURCES unit/bench_probe_test.cpp LIBS bench_probe_core)
 add_test(NAME unit.bench_report
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/unit/bench_report_test.py)
 set_tests_properties(unit.bench_report PROPERTIES LABELS unit)
-# The benchmark harness end to end in the guest (short): no tiering and DAMOS.
+# The benchmark harness end to end in the guest (short): no tiering, DAMOS and the oracle on
+# 6.12, damos-goal on 7.3 (four guests: more time than the other vm tests).
 kvtier_vm_test(bench_smoke bench_smoke.sh)
+set_tests_properties(vm.bench_smoke PROPERTIES TIMEOUT 1800)

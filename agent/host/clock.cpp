@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include "policy/types.hpp"
@@ -17,6 +18,15 @@ TimeNs monotonic_now() {
 
 void sleep_for_ns(TimeNs ns) {
   std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+}
+
+double process_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(ru.ru_utime) + seconds(ru.ru_stime);
 }
 
 }  // namespace kvtier::agent

@@ -14,5 +14,7 @@ using Sleeper = std::function<void(TimeNs)>;
 // CLOCK_MONOTONIC, the clock every TimeNs in kvtier is read from.
 TimeNs monotonic_now();
 void sleep_for_ns(TimeNs ns);
+// User plus system CPU time this process has used, in seconds (getrusage).
+double process_cpu_seconds();
 
 }  // namespace kvtier::agent

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <system_error>
 
 namespace kvtier::bench {
@@ -22,6 +23,16 @@ std::string_view block_state_name(BlockState s) {
 
 GroundTruth::GroundTruth(std::uint32_t blocks, TimeNs start)
     : last_access_(blocks, start), accesses_(blocks, 0), writes_(blocks, 0) {}
+
+void GroundTruth::mirror_to(std::span<std::uint64_t> mirror) {
+  if (mirror.size() != last_access_.size()) {
+    throw std::logic_error("kvsim: live truth sized for another block count");
+  }
+  mirror_ = mirror;
+  for (std::size_t b = 0; b < last_access_.size(); ++b) {
+    std::atomic_ref<std::uint64_t>(mirror_[b]).store(last_access_[b], std::memory_order_relaxed);
+  }
+}
 
 ColdBytes cold_bytes(const GroundTruth& truth, std::span<const BlockState> states,
                      const PoolLayout& layout, TimeNs now, TimeNs age_ns, bool resident_only) {

@@ -10,6 +10,7 @@
 //         "last_access_ns","accesses","writes","ranges":[[start,end],...]}...]}
 // Files are written to PATH.tmp and renamed, so a reader never sees half a file.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -35,7 +36,13 @@ class GroundTruth {
     last_access_[block] = now;
     ++accesses_[block];
     if (write) ++writes_[block];
+    if (!mirror_.empty()) {
+      std::atomic_ref<std::uint64_t>(mirror_[block]).store(now, std::memory_order_relaxed);
+    }
   }
+  // From now on every touch also stores the block's time in `mirror` (one word per block,
+  // shared with another process: live_truth.hpp); the current times are copied in first.
+  void mirror_to(std::span<std::uint64_t> mirror);
   [[nodiscard]] TimeNs last_access(BlockId b) const { return last_access_[b]; }
   [[nodiscard]] std::uint64_t accesses(BlockId b) const { return accesses_[b]; }
   [[nodiscard]] std::uint64_t writes(BlockId b) const { return writes_[b]; }
@@ -47,6 +54,7 @@ class GroundTruth {
   std::vector<TimeNs> last_access_;
   std::vector<std::uint64_t> accesses_;
   std::vector<std::uint64_t> writes_;
+  std::span<std::uint64_t> mirror_;
 };
 
 struct ColdBytes {

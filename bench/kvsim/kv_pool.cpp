@@ -27,6 +27,12 @@ Result<KvPool> KvPool::create(const PoolLayout& layout, const PoolOptions& optio
                             errno_text(err)),
                 err);
   }
+  if (options.no_hugepages && madvise(p, length, MADV_NOHUGEPAGE) != 0) {
+    const int err = errno;
+    return fail(fmt::format("KV pool: madvise(MADV_NOHUGEPAGE) failed: {}; drop --no-hugepages",
+                            errno_text(err)),
+                err);
+  }
   if (options.populate) {
     // MADV_POPULATE_WRITE (5.14+) faults every page in without touching it from user space;
     // fall back to writing one byte a page where the kernel lacks it.

@@ -34,8 +34,9 @@ struct PoolLayout {
 };
 
 struct PoolOptions {
-  bool hugepages = false;  // madvise(MADV_HUGEPAGE)
-  bool populate = true;    // fault every page in now, as torch.zeros() does for vLLM's cache
+  bool hugepages = false;     // madvise(MADV_HUGEPAGE)
+  bool no_hugepages = false;  // madvise(MADV_NOHUGEPAGE): 4 KiB pages even with THP "always"
+  bool populate = true;       // fault every page in now, as torch.zeros() does for vLLM's cache
 };
 
 class KvPool {

@@ -29,6 +29,7 @@
 
 #include "bench/kvsim/ground_truth.hpp"
 #include "bench/kvsim/kv_pool.hpp"
+#include "bench/kvsim/live_truth.hpp"
 #include "bench/kvsim/model_shape.hpp"
 #include "bench/kvsim/simulator.hpp"
 #include "bench/kvsim/trace.hpp"
@@ -103,10 +104,12 @@ struct Options {
   std::uint64_t seed = 1;
   std::uint32_t lines_per_page = 4;
   bool hugepages = false;
+  bool no_hugepages = false;
   bool no_populate = false;
   double decode_ms = 30;
   std::optional<double> step_ms;
   std::string truth;
+  std::string live_truth;
   std::string stats;
   double stats_interval_s = 1.0;
   std::vector<double> cold_ages{10, 30};
@@ -222,10 +225,24 @@ int run(const Options& o) {
                               .blocks = sc.blocks,
                               .chunk_bytes = model.chunk_bytes(),
                               .token_bytes = model.token_bytes()};
-  kb::KvPool pool = need(kb::KvPool::create(
-      layout, kb::PoolOptions{.hugepages = o.hugepages, .populate = !o.no_populate}));
+  kb::KvPool pool = need(kb::KvPool::create(layout, kb::PoolOptions{.hugepages = o.hugepages,
+                                                                    .no_hugepages = o.no_hugepages,
+                                                                    .populate = !o.no_populate}));
   const kvtier::AddrRange range = pool.range();
   const auto pid = static_cast<kvtier::Pid>(getpid());
+  // Ready before the start event: a placer may open it as soon as it has read the pid.
+  std::optional<kb::LiveTruthWriter> live;
+  if (!o.live_truth.empty()) {
+    live.emplace(need(kb::LiveTruthWriter::create(
+        o.live_truth, kb::LiveTruthHeader{.pid = pid,
+                                          .pool_start = range.start,
+                                          .pool_end = range.end,
+                                          .blocks = layout.blocks,
+                                          .tensors = layout.tensors(),
+                                          .chunk_bytes = layout.chunk_bytes,
+                                          .tensor_bytes = layout.tensor_bytes(),
+                                          .created_ns = mono_now()})));
+  }
 
   // Before the start event: a driver may signal as soon as it has read the pid.
   struct sigaction sa {};
@@ -268,6 +285,9 @@ int run(const Options& o) {
         {"requests", requests},
         {"span_s", span}}},
       {"time_scale", o.time_scale},
+      {"pool_pages", o.hugepages      ? "MADV_HUGEPAGE"
+                     : o.no_hugepages ? "MADV_NOHUGEPAGE"
+                                      : "system default"},
       {"scaled",
        fmt::format("each simulated layer stands for {} of {} layers, each simulated token for {} "
                    "real tokens (prompts and outputs); {} blocks of {} bytes stand for {} tokens",
@@ -283,6 +303,7 @@ int run(const Options& o) {
                                   .loop = o.loop,
                                   .read_nodes_every = o.read_nodes_every},
                     std::move(trace), pool, start);
+  if (live) sim.mirror_truth(live->last_access());
   // The node queries are measurement, not decode work: their time is kept out of busy time.
   TimeNs query_ns = 0;
   if (o.read_nodes_every > 0) {
@@ -495,7 +516,11 @@ int parse_and_run(int argc, char** argv) {
   app.add_flag("--flush-tlb", o.flush_tlb,
                "Flush this process's TLB after every decode step (for QEMU TCG guests, whose "
                "software TLB otherwise hides every access from DAMON)");
-  app.add_flag("--hugepages", o.hugepages, "madvise(MADV_HUGEPAGE) the pool");
+  auto* huge = app.add_flag("--hugepages", o.hugepages, "madvise(MADV_HUGEPAGE) the pool");
+  app.add_flag("--no-hugepages", o.no_hugepages,
+               "madvise(MADV_NOHUGEPAGE) the pool: 4 KiB pages even where transparent huge pages "
+               "are \"always\" (a 2 MiB page holds chunks of 64 blocks, which then move together)")
+      ->excludes(huge);
   app.add_flag("--no-populate", o.no_populate, "Do not fault the pool in at start");
   app.add_option("--decode-ms", o.decode_ms,
                  "Trace time of one real decode iteration; a simulated step is paced to "
@@ -508,6 +533,9 @@ int parse_and_run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--truth", o.truth,
                  "Write per-block ground truth here at the end and on SIGUSR1 (.csv or JSON)");
+  app.add_option("--live-truth", o.live_truth,
+                 "Keep every block's last access time in FILE, a shared mapping another process "
+                 "(the benchmark's oracle) reads while kvsim runs (bench/kvsim/live_truth.hpp)");
   app.add_option("--stats", o.stats, "Write stats lines here instead of stdout");
   app.add_option("--stats-interval", o.stats_interval_s, "Seconds between stats lines")
       ->capture_default_str()

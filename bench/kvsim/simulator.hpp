@@ -100,6 +100,8 @@ class Simulator {
   std::vector<CorruptionReport> take_corruptions();
   // Enables the per-node read accounting of SimConfig::read_nodes_every.
   void set_page_node_query(PageNodeQuery query) { page_nodes_ = std::move(query); }
+  // Publishes every block's last access time in `times` as it changes (live_truth.hpp).
+  void mirror_truth(std::span<std::uint64_t> times) { truth_.mirror_to(times); }
 
   [[nodiscard]] const SimCounters& counters() const { return counters_; }
   [[nodiscard]] const GroundTruth& truth() const { return truth_; }

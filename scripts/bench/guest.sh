@@ -9,6 +9,13 @@
 #                 tier on hint faults) + demotion_enabled (reclaim demotes instead of dropping)
 #         damos   DAMON alone: a paddr kdamond with migrate_cold (-> node 1) and migrate_hot
 #                 (-> node 0) schemes limited to kvsim's memory cgroup, set through sysfs
+#         damos-goal  DAMON alone, the newer way (6.16+; the benchmark runs it on 7.3): a vaddr
+#                 kdamond on kvsim's pid with migrate_hot (-> node 0) and migrate_cold (-> node 1)
+#                 schemes whose quotas the kernel tunes to a node_mem_used_bp / node_mem_free_bp
+#                 goal on node 0, as the kernel's samples/damon/mtier.c does
+#         oracle  kvtier_oracle: places kvsim's blocks from kvsim's own ground truth (hot = touched
+#                 within COLD_AGE_S -> node 0, cold -> node 1) with kvtier's mover, within the
+#                 kvtier mode's budget (KVTIER_MIGRATE_RATE) and free-memory floor; the ceiling
 #         kvtier  kvtierd --config (a generated TOML selecting kvsim by comm)
 #   DURATION  seconds of workload measured (kvsim runs a little longer and is then stopped)
 # Settings come from the environment (defaults below); every one is printed in the "settings"
@@ -42,8 +49,24 @@ DAMOS_HOT_APPLY_US=${DAMOS_HOT_APPLY_US:-5000000}
 DAMOS_QUOTA_MS=${DAMOS_QUOTA_MS:-200}             # CPU per reset interval, each scheme
 DAMOS_QUOTA_BYTES=${DAMOS_QUOTA_BYTES:-134217728} # bytes per reset interval, each scheme
 DAMOS_QUOTA_RESET_MS=${DAMOS_QUOTA_RESET_MS:-1000}
+# damos-goal (see docs/benchmarks.md): mtier's intervals and auto-tuning goal, the damos mode's
+# regions and budget; node 0 kept full down to KVTIER_MIN_FREE (the floor kvtier and the oracle
+# keep), with GOAL_GAP_BP of hysteresis between the two schemes (mtier: 9970 used / 50 free).
+GOAL_SAMPLE_US=${GOAL_SAMPLE_US:-5000}
+GOAL_AGGR_US=${GOAL_AGGR_US:-100000}
+GOAL_UPDATE_US=${GOAL_UPDATE_US:-1000000}
+GOAL_ACCESS_BP=${GOAL_ACCESS_BP:-400}
+GOAL_AGGRS=${GOAL_AGGRS:-3}
+GOAL_MIN_SAMPLE_US=${GOAL_MIN_SAMPLE_US:-5000}
+GOAL_MAX_SAMPLE_US=${GOAL_MAX_SAMPLE_US:-10000000}
+GOAL_APPLY_US=${GOAL_APPLY_US:-1000000}
+GOAL_GAP_BP=${GOAL_GAP_BP:-20}
+GOAL_TUNER=${GOAL_TUNER:-temporal}
 # kvtier
 KVTIER_CHECK_AFTER_S=${KVTIER_CHECK_AFTER_S:-20}  # kvtierd must manage kvsim by then
+KVTIER_MIN_FREE=${KVTIER_MIN_FREE:-$(shipped min_free)}
+# oracle: the same budget and floor as kvtier (above); its own cycle
+ORACLE_INTERVAL=${ORACLE_INTERVAL:-1s}
 
 work=/tmp/bench
 mkdir -p "$work"
@@ -90,11 +113,13 @@ meminfo_json() {
 # The guest boots with numa_balancing=1; every mode starts from "off" and turns on its own.
 put 0 /proc/sys/kernel/numa_balancing
 put false /sys/kernel/mm/numa/demotion_enabled
-# The pool in 4 KiB pages (a 2 MiB page holds chunks of 64 blocks and moves whole).
-put "${GUEST_THP:-never}" /sys/kernel/mm/transparent_hugepage/enabled
 grep -q " /sys/fs/cgroup cgroup2 " /proc/mounts || mount -t cgroup2 none /sys/fs/cgroup ||
   die "cannot mount cgroup2 on /sys/fs/cgroup"
 put +memory /sys/fs/cgroup/cgroup.subtree_control
+# Kernels with DAMON_STAT (7.x) run a monitoring kdamond from boot; no mode wants its CPU.
+if [ -e /sys/module/damon_stat/parameters/enabled ]; then
+  put N /sys/module/damon_stat/parameters/enabled
+fi
 mkdir -p "$cg" || die "cannot create $cg"
 
 emit "\"event\":\"layout\",\"mode\":\"$mode\",\"kernel\":$(jstr "$(uname -r)"),\"nodes\":$(meminfo_json),\"memory_tiers\":$(jstr "$(for t in /sys/devices/virtual/memory_tiering/memory_tier*; do echo "${t##*/}: $(cat "$t/nodelist")"; done 2>/dev/null)")"
@@ -197,9 +222,108 @@ damos_stats() {
   done
 }
 
+# Basis points of node 0's memory that $1 bytes are (rounded up).
+node0_bp() {
+  total_kib=$(awk '/MemTotal/ { print $4 }' /sys/devices/system/node/node0/meminfo)
+  echo $((($1 / 1024 * 10000 + total_kib - 1) / total_kib))
+}
+
+# A size such as 16MiB in bytes (the units kvtier's config takes: B, KiB, MiB, GiB).
+size_bytes() {
+  echo "$1" | awk '{ n = $0 + 0; u = $0; sub(/^[0-9.]+/, "", u)
+    m = u == "KiB" ? 1024 : u == "MiB" ? 1048576 : u == "GiB" ? 1073741824 : 1
+    printf "%d\n", n * m }'
+}
+
+damos_goal_start() { # damos_goal_start PID
+  [ -d "$damon" ] || die "no DAMON sysfs ($damon): the kernel lacks CONFIG_DAMON_SYSFS"
+  put 1 "$damon/nr_kdamonds"
+  k=$damon/0
+  put 1 "$k/contexts/nr_contexts"
+  c=$k/contexts/0
+  grep -qw vaddr "$c/avail_operations" || die "no DAMON vaddr operations on this kernel"
+  put vaddr "$c/operations"
+  ig=$c/monitoring_attrs/intervals/intervals_goal
+  [ -d "$ig" ] && [ -d "$c/schemes" ] ||
+    die "this kernel ($(uname -r)) has no DAMON intervals goal (6.15+); damos-goal needs --kernel 7.3"
+  put "$GOAL_SAMPLE_US" "$c/monitoring_attrs/intervals/sample_us"
+  put "$GOAL_AGGR_US" "$c/monitoring_attrs/intervals/aggr_us"
+  put "$GOAL_UPDATE_US" "$c/monitoring_attrs/intervals/update_us"
+  put "$GOAL_ACCESS_BP" "$ig/access_bp"
+  put "$GOAL_AGGRS" "$ig/aggrs"
+  put "$GOAL_MIN_SAMPLE_US" "$ig/min_sample_us"
+  put "$GOAL_MAX_SAMPLE_US" "$ig/max_sample_us"
+  put "$DAMON_MAX_REGIONS" "$c/monitoring_attrs/nr_regions/max"
+  put "$DAMON_MIN_REGIONS" "$c/monitoring_attrs/nr_regions/min"
+  put 1 "$c/targets/nr_targets"
+  put "$1" "$c/targets/0/pid_target"
+  floor_bp=$(node0_bp "$(size_bytes "$KVTIER_MIN_FREE")")
+  put 2 "$c/schemes/nr_schemes"
+  # scheme 0 promotes (hot pages -> node 0) until node 0 is used up to its floor; scheme 1
+  # demotes (cold pages -> node 1) until node 0 has its floor free again, plus the gap.
+  for i in 0 1; do
+    d=$c/schemes/$i
+    if [ $i = 0 ]; then
+      action=migrate_hot to=0 nr_min=1 nr_max=4294967295 metric=node_mem_used_bp
+      goal=$((10000 - floor_bp)) allow=Y
+    else
+      action=migrate_cold to=1 nr_min=0 nr_max=0 metric=node_mem_free_bp
+      goal=$((floor_bp + GOAL_GAP_BP)) allow=N
+    fi
+    put $action "$d/action"
+    [ -d "$d/dests" ] || die "this kernel has no DAMOS dests/ directory; damos-goal needs --kernel 7.3"
+    put 1 "$d/dests/nr_dests"
+    put $to "$d/dests/0/id"
+    put 1 "$d/dests/0/weight"
+    put "$GOAL_APPLY_US" "$d/apply_interval_us"
+    put 4096 "$d/access_pattern/sz/min"
+    put 18446744073709551615 "$d/access_pattern/sz/max"
+    put "$nr_min" "$d/access_pattern/nr_accesses/min"
+    put "$nr_max" "$d/access_pattern/nr_accesses/max"
+    put 0 "$d/access_pattern/age/min"
+    put 4294967295 "$d/access_pattern/age/max"
+    put 0 "$d/quotas/ms"
+    put "$DAMOS_QUOTA_BYTES" "$d/quotas/bytes"
+    put "$DAMOS_QUOTA_RESET_MS" "$d/quotas/reset_interval_ms"
+    put 0 "$d/quotas/weights/sz_permil"
+    put 100 "$d/quotas/weights/nr_accesses_permil"
+    put 100 "$d/quotas/weights/age_permil"
+    [ -e "$d/quotas/goal_tuner" ] && put "$GOAL_TUNER" "$d/quotas/goal_tuner"
+    put 1 "$d/quotas/goals/nr_goals"
+    put $metric "$d/quotas/goals/0/target_metric"
+    put $goal "$d/quotas/goals/0/target_value"
+    put 0 "$d/quotas/goals/0/nid"
+    put none "$d/watermarks/metric"
+    # Page-level check (the operations layer's young filter): promote only pages found
+    # accessed, never demote them.
+    put 1 "$d/ops_filters/nr_filters"
+    put young "$d/ops_filters/0/type"
+    put Y "$d/ops_filters/0/matching"
+    put $allow "$d/ops_filters/0/allow"
+  done
+  if ! echo on >"$k/state" 2>/dev/null; then
+    die "the kernel refused 'on' for the damos-goal kdamond: $(dmesg | tail -n 3 | tr '\n' ' ')"
+  fi
+  emit "\"event\":\"damos_goal\",\"pid\":$1,\"operations\":\"vaddr\",\"intervals\":{\"sample_us\":$GOAL_SAMPLE_US,\"aggr_us\":$GOAL_AGGR_US,\"update_us\":$GOAL_UPDATE_US,\"goal\":{\"access_bp\":$GOAL_ACCESS_BP,\"aggrs\":$GOAL_AGGRS,\"min_sample_us\":$GOAL_MIN_SAMPLE_US,\"max_sample_us\":$GOAL_MAX_SAMPLE_US}},\"regions\":[$DAMON_MIN_REGIONS,$DAMON_MAX_REGIONS],\"hot\":{\"action\":\"migrate_hot\",\"dest\":0,\"nr_accesses_min\":1,\"goal\":\"node_mem_used_bp node 0 = $((10000 - floor_bp))\",\"filter\":\"allow young\"},\"cold\":{\"action\":\"migrate_cold\",\"dest\":1,\"nr_accesses\":[0,0],\"goal\":\"node_mem_free_bp node 0 = $((floor_bp + GOAL_GAP_BP))\",\"filter\":\"reject young\"},\"apply_interval_us\":$GOAL_APPLY_US,\"quota\":{\"goal_tuner\":\"$(cat "$c/schemes/0/quotas/goal_tuner" 2>/dev/null)\",\"bytes\":$DAMOS_QUOTA_BYTES,\"reset_interval_ms\":$DAMOS_QUOTA_RESET_MS,\"weights\":{\"sz\":0,\"nr_accesses\":100,\"age\":100}},\"min_free\":\"$KVTIER_MIN_FREE\""
+}
+
+# The goal schemes' state: effective quotas, the goals' current values, the tuned intervals.
+damos_goal_state() {
+  k=$damon/0
+  c=$k/contexts/0
+  echo update_schemes_effective_quotas >"$k/state" 2>/dev/null
+  echo update_tuned_intervals >"$k/state" 2>/dev/null
+  for i in 0 1; do
+    d=$c/schemes/$i
+    emit "\"event\":\"damos_goal_state\",\"scheme\":$i,\"action\":\"$(cat "$d/action")\",\"effective_bytes\":$(readv "$d/quotas/effective_bytes"),\"goal_metric\":\"$(cat "$d/quotas/goals/0/target_metric")\",\"goal_target\":$(readv "$d/quotas/goals/0/target_value"),\"goal_current\":$(readv "$d/quotas/goals/0/current_value"),\"sample_us\":$(readv "$c/monitoring_attrs/intervals/sample_us"),\"aggr_us\":$(readv "$c/monitoring_attrs/intervals/aggr_us")"
+  done
+}
+
 # The shipped config (systemd/kvtier.toml) with only the selector set to kvsim; the control
-# socket and its group are moved where the busybox guest has them. KVTIER_CONFIG=FILE (a path
-# in the guest) runs another config instead, for experiments.
+# socket and its group are moved where the busybox guest has them, and the budget and floor are
+# the ones every placer of the benchmark gets (the shipped ones unless KVTIER_MIGRATE_RATE,
+# KVTIER_MIGRATE_BURST or KVTIER_MIN_FREE say otherwise). KVTIER_CONFIG=FILE (a path in the
+# guest) runs another config instead, for experiments.
 kvtier_config() {
   if [ -n "${KVTIER_CONFIG:-}" ]; then
     cat "$KVTIER_CONFIG"
@@ -210,7 +334,10 @@ kvtier_config() {
   sed -e "s#^socket = .*#socket = \"$work/kvtierd.sock\"#" \
     -e 's#^socket_group = .*#socket_group = "root"#' \
     -e 's#^comm = .*#comm = ["^kvsim$"]#' \
-    -e 's#^cmdline = .*#cmdline = []#' /kvtier/systemd/kvtier.toml
+    -e 's#^cmdline = .*#cmdline = []#' \
+    -e "s#^migrate_rate = .*#migrate_rate = \"$KVTIER_MIGRATE_RATE\"#" \
+    -e "s#^migrate_burst = .*#migrate_burst = \"$KVTIER_MIGRATE_BURST\"#" \
+    -e "s#^min_free = .*#min_free = \"$KVTIER_MIN_FREE\"#" /kvtier/systemd/kvtier.toml
 }
 
 kvtierd_pid=
@@ -250,14 +377,18 @@ case $mode in
     emit "\"event\":\"kernel_tiering\",\"numa_balancing\":$(cat /proc/sys/kernel/numa_balancing),\"demotion_enabled\":\"$(cat /sys/kernel/mm/numa/demotion_enabled)\",\"promote_rate_limit_MBps\":$(readv /proc/sys/kernel/numa_balancing_promote_rate_limit_MBps),\"hot_threshold_ms\":$(readv /sys/kernel/debug/sched/numa_balancing/hot_threshold_ms),\"scan_period_min_ms\":$(readv /sys/kernel/debug/sched/numa_balancing/scan_period_min_ms),\"watermark_scale_factor\":$(readv /proc/sys/vm/watermark_scale_factor)"
     ;;
   damos) damos_start ;;
+  damos-goal) ;; # started on kvsim's pid, below
   kvtier) kvtier_start ;;
-  *) die "unknown mode '$mode' (none, kernel, damos, kvtier)" ;;
+  oracle) command -v kvtier_oracle >/dev/null || die "kvtier_oracle is not in the build" ;;
+  *) die "unknown mode '$mode' (none, kernel, damos, damos-goal, oracle, kvtier)" ;;
 esac
 
 # --- the workload, in its own memory cgroup, and the probe beside it ----------------------
 # kvsim runs longer than the measurement; the probe's last sample (with the final page map and
 # ground truth) ends the measurement, then kvsim is stopped and prints its end event.
-sh -c "echo \$\$ > $cg/cgroup.procs && exec kvsim --duration $((duration + 60)) --truth $work/truth.csv $*" \
+# Every mode runs kvsim with --live-truth (one store per touched block), so the workload is the
+# same whether the oracle reads it or not.
+sh -c "echo \$\$ > $cg/cgroup.procs && exec kvsim --duration $((duration + 60)) --truth $work/truth.csv --live-truth $work/live_truth.bin $*" \
   >"$work/kvsim.out" 2>"$work/kvsim.err" &
 kvsim_pid=$!
 n=0
@@ -272,6 +403,7 @@ start_line=$(grep -m1 '"event":"start"' "$work/kvsim.out")
 pool=$(echo "$start_line" | sed 's/.*"pool":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/')
 set -- $pool
 pool_start=$1 pool_end=$2
+[ "$mode" = damos-goal ] && damos_goal_start "$kvsim_pid"
 emit "\"event\":\"settings\",\"mode\":\"$mode\",\"duration_s\":$duration,\"cold_age_s\":$COLD_AGE_S,\"map_every\":$MAP_EVERY,\"kvsim_pid\":$kvsim_pid"
 
 kvtier_probe_pid=
@@ -293,6 +425,24 @@ if [ "$mode" = kvtier ]; then
   kvtier_probe_pid=$!
 fi
 
+oracle_pid=
+if [ "$mode" = oracle ]; then
+  kvtier_oracle "$work/live_truth.bin" --cold-age "${COLD_AGE_S}s" --rate "$KVTIER_MIGRATE_RATE" \
+    --burst "$KVTIER_MIGRATE_BURST" \
+    --min-free "$KVTIER_MIN_FREE" --interval "$ORACLE_INTERVAL" >"$work/oracle.out" 2>"$work/oracle.err" &
+  oracle_pid=$!
+  n=0
+  until grep -q '"event":"start"' "$work/oracle.out" 2>/dev/null; do
+    n=$((n + 1))
+    if [ $n -gt 300 ] || ! kill -0 "$oracle_pid" 2>/dev/null; then
+      kill "$kvsim_pid" 2>/dev/null
+      die "kvtier_oracle did not start: $(tail -n 3 "$work/oracle.err" | tr '\n' ' ')"
+    fi
+    sleep 0.1
+  done
+  emit "\"event\":\"oracle\",\"cold_age_s\":$COLD_AGE_S,\"rate\":\"$KVTIER_MIGRATE_RATE\",\"min_free\":\"$KVTIER_MIN_FREE\",\"interval\":\"$ORACLE_INTERVAL\""
+fi
+
 kvtier_residency_probe "$kvsim_pid" "$pool_start" "$pool_end" --duration "$duration" \
   --map-every "$MAP_EVERY" --truth "$work/truth.csv" >"$work/probe.out" 2>"$work/probe.err" &
 probe_pid=$!
@@ -310,20 +460,30 @@ wait "$probe_pid"
 # The kernel's own view of the same range right after the last sample, to check the probe.
 hex=$(printf '%x' "$pool_start")
 emit "\"event\":\"numa_maps\",\"pool_start\":$pool_start,\"line\":$(jstr "$(grep "^0*$hex " /proc/$kvsim_pid/numa_maps)")"
-[ "$mode" = damos ] && damos_stats
+case $mode in
+  damos) damos_stats ;;
+  damos-goal) damos_stats && damos_goal_state ;;
+esac
 if [ "$mode" = kvtier ]; then
   kvtier_manages $kvsim_pid
   emit "\"event\":\"kvtierd_dump\",\"dump\":$(jstr "$(cat "$work/kvtierd.dump")")"
   emit "\"event\":\"kvtierd_cpu\",\"stat\":$(jstr "$(cat /proc/$kvtierd_pid/stat)")"
   emit "\"event\":\"kvtierd_log\",\"tail\":$(jstr "$(tail -n 300 "$work/kvtierd.log")")"
 fi
+oracle_status=null
+if [ -n "$oracle_pid" ]; then
+  kill -TERM "$oracle_pid" 2>/dev/null
+  wait "$oracle_pid"
+  oracle_status=$?
+fi
 kill -TERM $kvsim_pid
 wait $kvsim_pid
 kvsim_status=$?
 [ -n "$kvtierd_pid" ] && kill -TERM "$kvtierd_pid" 2>/dev/null && wait "$kvtierd_pid"
-[ "$mode" = damos ] && echo off >"$damon/0/state"
+case $mode in damos | damos-goal) echo off >"$damon/0/state" ;; esac
 
 sed 's/^{/{"src":"kvsim",/' "$work/kvsim.out"
 sed 's/^{/{"src":"probe",/' "$work/probe.out"
-emit "\"event\":\"done\",\"mode\":\"$mode\",\"kvsim_status\":$kvsim_status,\"kvsim_stderr\":$(jstr "$(tail -n 5 "$work/kvsim.err")"),\"probe_stderr\":$(jstr "$(tail -n 5 "$work/probe.err")"),\"nodes_after\":$(meminfo_json)"
+[ -n "$oracle_pid" ] && sed 's/^{/{"src":"oracle",/' "$work/oracle.out"
+emit "\"event\":\"done\",\"mode\":\"$mode\",\"kvsim_status\":$kvsim_status,\"oracle_status\":$oracle_status,\"oracle_stderr\":$(jstr "$(tail -n 5 "$work/oracle.err" 2>/dev/null)"),\"kvsim_stderr\":$(jstr "$(tail -n 5 "$work/kvsim.err")"),\"probe_stderr\":$(jstr "$(tail -n 5 "$work/probe.err")"),\"nodes_after\":$(meminfo_json)"
 exit 0

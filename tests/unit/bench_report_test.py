@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Unit tests of bench/report.py's metrics: precision/recall of demotion against kvsim's ground
 truth, run expansion, migration rates and CPU deltas from probe samples, the DRAM read share
-from kvsim's cumulative counters, and a whole report from synthetic mode files."""
+from kvsim's cumulative counters, the oracle's exact check, medians and ranges over repeated
+runs with the oracle as the reference, and whole reports from synthetic mode files."""
 
 import json
 import os
@@ -171,6 +172,132 @@ class WholeReport(unittest.TestCase):
             self.assertAlmostEqual(r["migration"]["migrated_mib_s"], 1.0)
             self.assertEqual(r["corrupted_bytes"], 0)
             self.assertNotIn("share_cxl", res["kvtier"])
+
+
+class OracleCheck(unittest.TestCase):
+    def test_cold_chunks_since_the_last_clean_cycle_must_be_on_the_slow_node(self):
+        base = 0x300000
+        t = 100 * SEC
+        rows = report.parse_truth_csv(truth_csv([
+            (0, base, base + 8192, "cached", t - 30 * SEC),  # cold long before cycle 2: checked
+            (1, base + 8192, base + 16384, "active", t - 1 * SEC),  # hot: not checked
+            (2, base + 16384, base + 24576, "free", t - 12 * SEC),  # cold only after cycle 2's time
+        ]))
+        cycles = [
+            {"i": 1, "t_ns": t - 8 * SEC, "t_end_ns": t - 7 * SEC, "backlog_bytes": 0},
+            {"i": 2, "t_ns": t - 5 * SEC, "t_end_ns": t - 4 * SEC, "backlog_bytes": 0},
+            {"i": 3, "t_ns": t - 3 * SEC, "t_end_ns": t - 2 * SEC, "backlog_bytes": 4096},  # left work
+            {"i": 4, "t_ns": t - 1 * SEC, "t_end_ns": t + 1 * SEC, "backlog_bytes": 0},  # after the map
+        ]
+        pages = [1, 1, 0, 0, 0, 0]
+        c = report.oracle_cold_check(cycles, base, pages, rows, t, 10 * SEC)
+        self.assertEqual(c, {"cycle": 2, "checked_bytes": 8192, "misplaced_bytes": 0})
+        # One of the checked pages on the fast node is a misplacement, counted exactly.
+        c = report.oracle_cold_check(cycles, base, [1, 0, 0, 0, 0, 0], rows, t, 10 * SEC)
+        self.assertEqual(c["misplaced_bytes"], 4096)
+        # No clean cycle before the map: nothing to check.
+        self.assertIsNone(report.oracle_cold_check(cycles[2:], base, pages, rows, t, 10 * SEC)["cycle"])
+
+
+def mode_events(base, pool, t0, cxl_end_pages, dram_share, cold_age=10, cpu=None, extra=()):
+    """A minimal completed run: two probe samples (the second a page map with truth), kvsim's
+    events, `cxl_end_pages` of 4 pool pages on node 1 at the end, `dram_share` of reads on node 0."""
+    runs = [[1, cxl_end_pages]] + ([[0, 4 - cxl_end_pages]] if cxl_end_pages < 4 else [])
+    return [
+        {"src": "bench", "event": "layout", "mode": "m", "kernel": "7.3.4+deb13-amd64", "memory_tiers": "t4: 0",
+         "nodes": {"0": {"total_kib": 1024, "free_kib": 512}, "1": {"total_kib": 2048, "free_kib": 2048}}},
+        {"src": "bench", "event": "settings", "cold_age_s": cold_age},
+        {"src": "kvsim", "event": "start", "pool_bytes": pool, "pool": [base, base + pool],
+         "trace": {"path": "/kvtier/traces/azure_llm_conv_2023.csv", "requests": 3}, "time_scale": 1.0,
+         "scaled": "s", "sim": {"blocks": 2, "block_bytes": 8192, "step_ms": 960}},
+        {"src": "kvsim", "event": "stats", "time_ns": t0 + 1 * SEC,
+         "read_nodes": {"sampled_read_bytes": 0, "by_node": {}}},
+        {"src": "kvsim", "event": "stats", "time_ns": t0 + 5 * SEC,
+         "read_nodes": {"sampled_read_bytes": 100, "by_node": {"0": 100 * dram_share, "1": 100 * (1 - dram_share)}}},
+        {"src": "kvsim", "event": "stats", "time_ns": t0 + 10 * SEC,
+         "read_nodes": {"sampled_read_bytes": 200, "by_node": {"0": 200 * dram_share, "1": 200 * (1 - dram_share)}}},
+        {"src": "kvsim", "event": "end", "steps_per_s": 1.0, "step_work_ms": 3.0, "tokens": 9,
+         "corrupted_bytes": 0, "result": "ok"},
+        {"src": "probe", "event": "sample", "i": 0, "t_ns": t0, "t_s": 0.0, "query_ms": 1.0,
+         "bytes_by_node": {"0": pool}, "vmstat": {}, "cpu_ticks": cpu or {}, "clk_tck": 100},
+        {"src": "probe", "event": "sample", "i": 1, "t_ns": t0 + 10 * SEC, "t_s": 10.0, "query_ms": 1.0,
+         "bytes_by_node": {"1": cxl_end_pages * 4096, "0": (4 - cxl_end_pages) * 4096}, "vmstat": {},
+         "cpu_ticks": {k: v * 2 for k, v in (cpu or {}).items()}, "clk_tck": 100, "start": base, "runs": runs},
+        {"src": "probe", "event": "truth", "i": 1, "t_ns": t0 + 10 * SEC,
+         "csv": truth_csv([(0, base, base + 8192, "cached", t0 - 30 * SEC),
+                           (1, base + 8192, base + 16384, "active", t0 + 9 * SEC)])},
+        {"src": "bench", "event": "done", "kvsim_status": 0},
+    ] + list(extra)
+
+
+def write_run(d, mode, k, events, meta=None):
+    with open(os.path.join(d, f"{mode}-{k}.jsonl"), "w") as f:
+        f.write("\n".join(json.dumps(e) for e in events) + "\n")
+    with open(os.path.join(d, f"{mode}-{k}.meta.json"), "w") as f:
+        json.dump(dict({"mode": mode, "run": k, "kernel": "7.3", "trace": "azure-conv",
+                        "trace_file": "azure_llm_conv_2023.csv", "duration_s": 10}, **(meta or {})), f)
+
+
+class Repeats(unittest.TestCase):
+    def test_spread_and_its_formatting(self):
+        self.assertEqual(report.spread([0.3, None, 0.1, 0.2]), {"median": 0.2, "min": 0.1, "max": 0.3, "n": 3})
+        self.assertIsNone(report.spread([None]))
+        self.assertEqual(report.stat(report.spread([0.5])), "50.0%")
+        self.assertEqual(report.stat(report.spread([0.1, 0.2, 0.3])), "20.0% (10.0–30.0)")
+        self.assertEqual(report.stat(None), "n/a")
+
+    def test_medians_ranges_and_the_oracle_run_by_run(self):
+        base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
+        with tempfile.TemporaryDirectory() as d:
+            # The oracle: 2 pages of 4 on node 1 at the end in both runs, DRAM reads 90% / 80%.
+            write_run(d, "oracle", 1, mode_events(base, pool, t0, 2, 0.9, cpu={"kvtier_oracle": 100}))
+            write_run(d, "oracle", 2, mode_events(base, pool, t0, 2, 0.8, cpu={"kvtier_oracle": 300}))
+            # A mode with three runs: 1, 2 and 4 pages on node 1; DRAM reads 50%, 70%, 60%.
+            for k, (pages, share) in enumerate([(1, 0.5), (2, 0.7), (4, 0.6)], start=1):
+                write_run(d, "damos-goal", k, mode_events(base, pool, t0, pages, share, cpu={"kdamond.0": 10 * k}))
+            # A mode whose second run failed.
+            write_run(d, "kvtier", 1, mode_events(base, pool, t0, 2, 0.9))
+            write_run(d, "kvtier", 2, [{"src": "bench", "event": "error", "mode": "kvtier", "what": "boom"}])
+            self.assertEqual(report.main([d, "--modes", "none,damos-goal,oracle,kvtier", "--no-plot"]), 0)
+            with open(os.path.join(d, "results.json"), encoding="utf-8") as f:
+                res = {r["mode"]: r for r in json.load(f)}
+            with open(os.path.join(d, "report.md"), encoding="utf-8") as f:
+                md = f.read()
+        g = res["damos-goal"]
+        self.assertEqual(len(g["runs"]), 3)
+        self.assertEqual(g["summary"]["cxl_end"], {"median": 0.5, "min": 0.25, "max": 1.0, "n": 3})
+        self.assertAlmostEqual(g["summary"]["dram_2nd"]["median"], 0.6)
+        # Run K against oracle run K: offload 0.25/0.5, 0.5/0.5; run 3 (no oracle run 3) against
+        # the oracle's median (0.5): 1.0/0.5. DRAM reads: 50-90, 70-80, 60-85 points.
+        self.assertEqual(g["vs_oracle"]["offload_ratio"], {"median": 1.0, "min": 0.5, "max": 2.0, "n": 3})
+        self.assertAlmostEqual(g["vs_oracle"]["dram_delta_pts"]["median"], -25.0)
+        self.assertAlmostEqual(g["vs_oracle"]["dram_delta_pts"]["min"], -40.0)
+        self.assertAlmostEqual(g["vs_oracle"]["dram_delta_pts"]["max"], -10.0)
+        # The oracle's own CPU is excluded from the agent column and reported apart: 1 s and 3 s
+        # over 10 s windows.
+        o = res["oracle"]
+        self.assertEqual(o["summary"]["agent_cpu_pct"]["median"], 0)
+        self.assertAlmostEqual(o["summary"]["excluded_cpu_pct"]["median"], 20.0)
+        self.assertIn("excluded (the oracle itself: 20.0% (10.0–30.0) of a CPU, not counted)", md)
+        # The failed run shows in the row and in the run list; the medians use the completed one.
+        self.assertEqual(res["kvtier"]["summary"]["cxl_end"]["n"], 1)
+        self.assertIn("kvtier (1 of 2 runs)", md)
+        self.assertIn("kvtier, run 2: failed: boom", md)
+        self.assertIn("| no tiering | failed:", md)
+        self.assertIn("1.00 (0.50–2.00) / -25.0 pts (-40.0 to -10.0)", md)
+        # The report names the trace and the kernel.
+        self.assertIn("trace **azure-conv** (`azure_llm_conv_2023.csv`)", md)
+        self.assertIn("guest kernel **7.3.4+deb13-amd64**", md)
+        self.assertIn("3 runs of each mode", md)
+
+    def test_one_line_for_the_demo(self):
+        base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
+        r = report.analyse_mode("kvtier", mode_events(base, pool, t0, 2, 0.75), {"run": 1})
+        line = report.one_line(r)
+        self.assertTrue(line.startswith("KV on CXL node: start / mean / end: 0.0% / 25.0% / 50.0%; "), line)
+        self.assertIn("KV reads from DRAM (whole run / 2nd half): 75.0% / 75.0%", line)
+        self.assertIn("corrupted bytes: 0", line)
+        self.assertNotIn("vs oracle", line)
 
 
 if __name__ == "__main__":

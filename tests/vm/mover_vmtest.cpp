@@ -33,9 +33,9 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/host/residency.hpp"
+#include "agent/host/sysfs.hpp"
 #include "agent/movers/damos_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
-#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 namespace {
