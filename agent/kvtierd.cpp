@@ -85,6 +85,8 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   s.prometheus_enabled = cfg.telemetry.prometheus;
   s.prometheus_listen = cfg.telemetry.prometheus_listen;
   s.interval = std::chrono::milliseconds(cfg.daemon.interval / 1'000'000);
+  s.promote_interval =
+      std::chrono::milliseconds(cfg.daemon.promote_interval.value_or(0) / 1'000'000);
   s.log_level = opt.log_level.empty()
                     ? std::string(kvtier::policy::log_level_name(cfg.logging.level))
                     : opt.log_level;
@@ -242,6 +244,9 @@ int serve(const Options& opt, const agent::HostPaths& paths,
   agent::DaemonHooks hooks;
   hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
     return controller->step(ctx, t);
+  };
+  hooks.promote = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
+    return controller->promote_step(ctx, t);
   };
   hooks.describe = [controller](bool full) {
     return agent::describe(controller->state(), full, agent::monotonic_now());

@@ -524,6 +524,7 @@ constexpr std::uint64_t kTiB = 1ULL << 40;
 
 void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
+  s.optional_duration("promote_interval", d.promote_interval, 100 * kNsPerMs, kHour);
   s.finish();
 }
 

@@ -35,6 +35,9 @@ using ConfigProblems = std::vector<ConfigProblem>;
 
 struct DaemonConfig {
   TimeNs interval = 5 * kNsPerSec;  // one collect -> plan -> move cycle
+  // Between steps: collect page-level evidence and promote what was accessed on a
+  // slow node (nothing else planned); nullopt: off.
+  std::optional<TimeNs> promote_interval = 1 * kNsPerSec;
 };
 
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };

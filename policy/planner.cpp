@@ -145,6 +145,55 @@ class Planner {
   }
 
   Plan run() {
+    make_groups();
+    for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
+    const auto [up, down] = group_orders();
+
+    // What waits for promotion comes first: its bytes count as room to make (an
+    // exchange of colder units for hotter ones) before the headroom is judged.
+    std::vector<std::vector<Cand>> hot(groups_.size());
+    for (GroupWork* g : down) {
+      hot[g->index] = std::move(g->hot).sorted();
+      add_demand(hot[g->index]);
+    }
+    std::vector<std::vector<Cand>> cold(groups_.size());
+    std::vector<std::vector<bool>> cold_taken(groups_.size());
+    for (GroupWork* g : up) {
+      cold[g->index] = std::move(g->cold).sorted();
+      cold_taken[g->index].assign(cold[g->index].size(), false);
+      room(*g, cold[g->index], cold_taken[g->index]);
+    }
+    headroom_notes();
+    for (GroupWork* g : down) promote(*g, hot[g->index]);
+    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
+    return finish();
+  }
+
+  // Promotions only, of the given units (the loop's fast path between steps):
+  // the same rule and the same limits, no demotion, no scan of every unit.
+  Plan run_promotions(std::span<const PromotionCandidate> cands) {
+    make_groups();
+    for (const auto& pc : cands) {
+      const TargetView& tv = s_.targets[pc.target];
+      if (tv.group >= groups_.size()) continue;
+      GroupWork& g = groups_[tv.group];
+      const HeatUnit& u = pc.unit;
+      if (g.rules.classify(u) != Rule::kAccessedOnSlow) continue;
+      g.hot.push(Cand::make(
+          (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+          u.range.start, u.node, static_cast<std::uint32_t>(pc.target),
+          static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
+    }
+    const auto [up, down] = group_orders();
+    for (GroupWork* g : down) {
+      const std::vector<Cand> hot = std::move(g->hot).sorted();
+      promote(*g, hot);
+    }
+    return finish();
+  }
+
+ private:
+  void make_groups() {
     const std::size_t k = static_cast<std::size_t>(
         std::min<std::uint64_t>(budget_ / kPageSize + 1, std::uint64_t{1} << 26));
     groups_.reserve(s_.groups.size());
@@ -154,9 +203,10 @@ class Planner {
       groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now, cold_age),
                            k);
     }
-    for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
+  }
 
-    // Low priority gives DRAM up first and gets it back last; file order breaks ties.
+  // Low priority gives DRAM up first and gets it back last; file order breaks ties.
+  std::pair<std::vector<GroupWork*>, std::vector<GroupWork*>> group_orders() {
     std::vector<GroupWork*> up;
     up.reserve(groups_.size());
     for (auto& g : groups_) up.push_back(&g);
@@ -167,27 +217,16 @@ class Planner {
     std::ranges::stable_sort(down, [](const GroupWork* a, const GroupWork* b) {
       return a->cfg->priority > b->cfg->priority;
     });
-
-    std::vector<std::vector<Cand>> cold(groups_.size());
-    std::vector<std::vector<bool>> cold_taken(groups_.size());
-    for (GroupWork* g : up) {
-      cold[g->index] = std::move(g->cold).sorted();
-      cold_taken[g->index].assign(cold[g->index].size(), false);
-      room(*g, cold[g->index], cold_taken[g->index]);
-    }
-    headroom_notes();
-    for (GroupWork* g : down) promote(*g);
-    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
-    return finish();
+    return {std::move(up), std::move(down)};
   }
 
- private:
   struct Node {
     bool present = false;
     bool fast = false;  // a CPU node kvtier demotes from: keeps DRAM headroom
     std::uint64_t total = 0;
     std::uint64_t free = 0;
     std::uint64_t headroom = 0;  // free memory the room pass keeps (fast nodes)
+    std::uint64_t demand = 0;    // bytes waiting to be promoted to it
     bool full = false;  // a demotion to it did not fit: later ones would not either
   };
 
@@ -198,9 +237,13 @@ class Planner {
     return s_.limits.min_free + static_cast<std::uint64_t>(s_.limits.dram_headroom *
                                                            static_cast<double>(n.mem_total_bytes));
   }
+  // How much the room pass still has to free on node `id`: its headroom plus what
+  // waits to be promoted to it.
   [[nodiscard]] std::uint64_t short_of_headroom(int id) {
     const Node* n = node(id);
-    return n != nullptr && n->fast && n->free < n->headroom ? n->headroom - n->free : 0;
+    if (n == nullptr || !n->fast) return 0;
+    const std::uint64_t want = n->headroom + n->demand;
+    return n->free < want ? want - n->free : 0;
   }
 
   Node* node(int id) {
@@ -358,16 +401,27 @@ class Planner {
       const std::uint64_t missing = short_of_headroom(static_cast<int>(id));
       if (missing == 0) continue;
       notes_.push_back(fmt::format(
-          "node {}: {} free, {} short of its DRAM headroom {}: {}", id,
-          format_size(nodes_[id].free), format_size(missing), format_size(nodes_[id].headroom),
+          "node {}: {} free, {} short of its DRAM headroom {} plus {} waiting for promotion: {}",
+          id, format_size(nodes_[id].free), format_size(missing),
+          format_size(nodes_[id].headroom), format_size(nodes_[id].demand),
           budget_out_ ? "migration budget exhausted"
                       : "nothing idle for cold_age or more left to demote"));
     }
   }
 
-  void promote(GroupWork& g) {
+  // Promotion demand per destination node, as far as the budget reaches.
+  void add_demand(const std::vector<Cand>& hot) {
+    std::uint64_t budget = budget_;
+    for (const Cand& c : hot) {
+      if (c.bytes() > budget) break;
+      budget -= c.bytes();
+      Node* dst = node(promotion_dest(s_.targets[c.target], c.node()));
+      if (dst != nullptr) dst->demand += c.bytes();
+    }
+  }
+
+  void promote(GroupWork& g, const std::vector<Cand>& hot) {
     const GroupPolicy& pol = g.cfg->policy;
-    std::vector<Cand> hot = std::move(g.hot).sorted();
     std::size_t left = 0;
     for (const Cand& c : hot) {
       if (budget_out_) {
@@ -439,9 +493,11 @@ class Planner {
                            c.from, format_size(*g.policy.keep_free), max_heat, size);
       case Why::kHeadroom:
         return fmt::format(
-            "node {} free below its DRAM headroom {}: coldest first, idle {} >= cold_age {}; {}",
+            "node {} free below its DRAM headroom {} plus {} waiting for promotion: coldest "
+            "first, idle {} >= cold_age {}; {}",
             c.from, format_size(nodes_[static_cast<std::size_t>(c.from)].headroom),
-            format_duration(idle), format_duration(*g.policy.cold_age), size);
+            format_size(nodes_[static_cast<std::size_t>(c.from)].demand), format_duration(idle),
+            format_duration(*g.policy.cold_age), size);
       case Why::kPromote:
         return fmt::format("accessed on slow node {} since it was moved there (last {} ago); {}",
                            c.from, format_duration(idle), size);
@@ -523,6 +579,11 @@ Plan plan(const Snapshot& snap) {
     return p;
   }
   return Planner(snap).run();
+}
+
+Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates) {
+  if (snap.topology == nullptr) return {};
+  return Planner(snap).run_promotions(candidates);
 }
 
 }  // namespace kvtier::policy

@@ -171,7 +171,7 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   ingest(ctx.now, telemetry);
   read_residency(ctx.now, telemetry);
   plan(ctx.now, telemetry);
-  if (may_move(ctx)) dispatch(ctx.now, telemetry);
+  if (may_move(ctx)) dispatch(state_.last_plan.moves, ctx.now, telemetry);
   record(ctx.now, telemetry);
   return {};
 }
@@ -308,11 +308,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
       t.huge_blocks = std::move(map.huge_blocks);
       t.last_full_residency = now;
     } else if (!t.touched_pages.empty()) {
-      const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
-      PageMap map = deps_.residency.map(pid, ranges, &error);
-      for (const auto& run : map.runs) {
-        if (run.node >= 0) t.heat->set_node(run.range, run.node);
-      }
+      refresh_touched(t, &error);
       t.bytes_per_node = bytes_per_node(*t.heat, now);
     }
     t.touched_pages.clear();
@@ -323,6 +319,63 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
     take_heat_events(t, now);
   }
   telemetry.set_residency(residency);
+}
+
+// The node of every page sampled since the last read (the kernel may have
+// promoted it in the fault path).
+void Controller::refresh_touched(Target& t, std::string* error) {
+  const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
+  t.touched_pages.clear();
+  PageMap map = deps_.residency.map(t.pid, ranges, error);
+  for (const auto& run : map.runs) {
+    if (run.node >= 0) t.heat->set_node(run.range, run.node);
+  }
+}
+
+// Between steps: page-level evidence in, and what it says was accessed on a
+// slow node goes back to DRAM now, by the same rule and within the same limits
+// as the step's plan (policy::plan_promotions), without planning anything else.
+Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemetry) {
+  if (state_.steps == 0 || !may_move(ctx)) return {};
+  const TimeNs now = ctx.now;
+  ingest(now, telemetry);
+  auto topo = read_topology(deps_.paths);
+  if (!topo) return std::unexpected(topo.error());
+  state_.topology = std::move(*topo);
+  std::vector<policy::PromotionCandidate> cands;
+  policy::Snapshot snap = snapshot(now);
+  for (std::size_t i = 0; i < snap.targets.size(); ++i) {
+    Target* t = state_.targets.find(snap.targets[i].pid);
+    if (!t->touched_pages.empty()) {
+      std::string error;
+      refresh_touched(*t, &error);
+    }
+    take_heat_events(*t, now);
+    for (const auto& [addr, first] : t->first_slow_touch) {
+      if (auto u = t->heat->at(addr, now)) cands.push_back({.target = i, .unit = *u});
+    }
+  }
+  if (cands.empty()) return {};
+  const Plan p = policy::plan_promotions(snap, cands);
+  dispatch(p.moves, now, telemetry);
+  return {};
+}
+
+// What the planner sees now: the topology of the last read, every target's
+// heat table, the budget, the groups' effective cold ages.
+policy::Snapshot Controller::snapshot(TimeNs now) {
+  bucket_.refill(now);
+  state_.budget_bytes = bucket_.available();
+  policy::Snapshot snap{.topology = &state_.topology,
+                        .groups = state_.config.config.groups,
+                        .limits = state_.config.config.limits,
+                        .now = now,
+                        .budget_bytes = state_.budget_bytes,
+                        .cold_age = state_.cold_ages()};
+  for (auto& [pid, t] : state_.targets.all()) {
+    snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
+  }
+  return snap;
 }
 
 // What the heat table learnt about demoted pages this step, for the group's
@@ -347,18 +400,8 @@ bool Controller::slow_for(const policy::NodeFacts& facts, std::size_t group, int
 }
 
 void Controller::plan(TimeNs now, Telemetry& telemetry) {
-  bucket_.refill(now);
-  state_.budget_bytes = bucket_.available();
-  policy::Snapshot snap{.topology = &state_.topology,
-                        .groups = state_.config.config.groups,
-                        .limits = state_.config.config.limits,
-                        .now = now,
-                        .budget_bytes = state_.budget_bytes,
-                        .cold_age = state_.cold_ages()};
-  for (auto& [pid, t] : state_.targets.all()) {
-    snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
-    t.last_moves.clear();
-  }
+  const policy::Snapshot snap = snapshot(now);
+  for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
   state_.last_plan = policy::plan(snap);
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {
@@ -375,8 +418,8 @@ bool Controller::may_move(const StepContext& ctx) const {
 }
 
 // Consecutive moves of one target to one node go to the mover together.
-void Controller::dispatch(TimeNs now, Telemetry& telemetry) {
-  const auto& moves = state_.last_plan.moves;
+void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now,
+                          Telemetry& telemetry) {
   std::vector<AddrRange> ranges;
   for (std::size_t i = 0; i < moves.size();) {
     std::size_t j = i;

@@ -26,6 +26,7 @@
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/planner.hpp"
 #include "policy/rules.hpp"
 
 namespace kvtier::agent {
@@ -63,6 +64,9 @@ class Controller {
 
   // One iteration; `ctx.paused` plans but moves nothing.
   Result<void> step(const StepContext& ctx, Telemetry& telemetry);
+  // Between steps (DaemonHooks::promote): what page-level evidence says was
+  // accessed on a slow node is promoted now; nothing else is planned.
+  Result<void> promote_step(const StepContext& ctx, Telemetry& telemetry);
   // A new configuration (already validated). Targets are re-matched at once
   // (new processes join at the next step); a target that stays selected keeps
   // its heat unless its group's half-life changed.
@@ -78,7 +82,9 @@ class Controller {
   void ingest(TimeNs now, Telemetry& telemetry);
   void read_residency(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
-  void dispatch(TimeNs now, Telemetry& telemetry);
+  void dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry);
+  void refresh_touched(Target& t, std::string* error);
+  [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
   void record(TimeNs now, Telemetry& telemetry);
 
   Result<void> start_sources(bool targets_changed);
