@@ -64,7 +64,7 @@ int check(const std::string& file, bool use_topology, const Globals& g) {
   std::cout << fmt::format("  sources: {}\n",
                            cfg.sources.force
                                ? fmt::format("forced {}", policy::source_name(*cfg.sources.force))
-                               : fmt::format("prefer {}", fmt::join(use, ", ")));
+                               : fmt::format("use {} (each the host supports)", fmt::join(use, ", ")));
   for (const auto& cg : compiled->match_order) {
     const policy::GroupConfig& grp = cfg.groups[cg.index];
     const auto& p = grp.policy;
