@@ -692,9 +692,11 @@ void read_group_policy(Parser& p, Section s, GroupPolicy& g) {
   s.optional_duration("cold_age", g.cold_age, kNsPerSec, 30 * kDay);
   s.duration("cold_age_max", g.cold_age_max, kNsPerSec, 30 * kDay);
   s.percent_in("misdemotion_target", g.misdemotion_target, 0.001, 1.0);
+  const toml::node* max_at = s.get("cold_age_max");
+  // Unset, the ceiling is never below the floor (a long cold_age alone stays valid).
+  if (g.cold_age && max_at == nullptr) g.cold_age_max = std::max(g.cold_age_max, *g.cold_age);
   if (g.cold_age && g.cold_age_max < *g.cold_age) {
-    const toml::node* at = s.get("cold_age_max");
-    p.problem(at != nullptr ? line_of(*at) : s.line(), s.key("cold_age_max"),
+    p.problem(line_of(*max_at), s.key("cold_age_max"),
               fmt::format("{} is below cold_age {} (allowed: cold_age_max >= cold_age)",
                           format_duration(g.cold_age_max), format_duration(*g.cold_age)));
   }

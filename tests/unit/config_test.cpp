@@ -279,6 +279,22 @@ TEST(Config, ContradictoryThresholds) {
             "sources.use[1]");
 }
 
+// cold_age is the floor of the effective cold age, cold_age_max its ceiling: a
+// long cold_age alone raises the ceiling with it, an explicit lower one is an error.
+TEST(Config, ColdAgeMaxFollowsALongColdAgeUnlessSet) {
+  auto cfg = parse_config(kGroup + "[group.policy]\ncold_age = \"1h\"\n", "test.toml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->groups[0].policy.cold_age_max, 3600 * kNsPerSec);
+  cfg = parse_config(kGroup + "[group.policy]\ncold_age = \"30s\"\n", "test.toml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->groups[0].policy.cold_age_max, 600 * kNsPerSec);
+  const auto p =
+      only_problem(kGroup + "[group.policy]\ncold_age = \"1h\"\ncold_age_max = \"30m\"\n");
+  EXPECT_EQ(p.key, "group[0].policy.cold_age_max");
+  EXPECT_EQ(p.line, 8);
+  EXPECT_THAT(p.message, HasSubstr("below cold_age"));
+}
+
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {
   auto p = problems_of(
       "[daemon]\ninterval = 1\n[limits]\nmin_free = \"-\"\nbogus = 1\n[[group]]\nname = \"\"\n");
