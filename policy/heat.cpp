@@ -210,9 +210,10 @@ void HeatTable::add(const RegionAccess& r) {
   const HeatState fresh{
       .last_access = tick - static_cast<std::uint32_t>(std::min<std::uint64_t>(idle_ticks, tick)),
       .flags = HeatState::kTracked};
-  const bool weak = r.nr_accesses > 0 && static_cast<double>(r.nr_accesses) <
-                                             params_.region_min_share * r.max_nr_accesses;
-  const double events = weak ? 0.0 : r.nr_accesses;
+  const double events = r.nr_accesses;
+  const bool strong = r.nr_accesses > 0 && params_.region_touch_share > 0 &&
+                      static_cast<double>(r.nr_accesses) >=
+                          params_.region_touch_share * r.max_nr_accesses;
   if (params_.granularity == Granularity::kRegion) {
     const std::uint64_t a = page_down(r.range.start);
     const std::uint64_t b = page_up(r.range.end);
@@ -228,6 +229,7 @@ void HeatTable::add(const RegionAccess& r) {
     if (s == nullptr) return true;
     if (!s->tracked()) *s = fresh;
     if (events > 0) add_events(*s, events, tick);
+    if (strong) touch(*s, tick, kPageSize);
     return true;
   });
 }

@@ -101,12 +101,12 @@ struct HeatParams {
   // A demoted page accessed again within this long of its demotion was mis-demoted
   // (the group's cold_age); 0: nothing is counted.
   TimeNs misdemotion_window = 0;
-  // A region report counts as an access of every page in it only when the region
-  // was found accessed in at least this share of its checks (nr_accesses /
-  // max_nr_accesses); below, it is ignored. With page-level evidence beside
-  // DAMON, a region seen once in a while mixes a few hot pages with cold ones:
-  // page-level evidence sorts those out.
-  double region_min_share = 0.0;
+  // Page granularity: a region report found accessed in at least this share of
+  // its checks (nr_accesses / max_nr_accesses) also counts as touching every
+  // page in it, as a page-level sample would: on a slow node that is evidence to
+  // promote, on a demoted page a check of the demotion. A weaker report only
+  // keeps its pages warm (no demotion of what may be in use). 0: never.
+  double region_touch_share = 0.0;
 };
 
 // What the table learnt from samples about its demoted pages since the last

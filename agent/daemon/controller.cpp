@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -32,11 +31,11 @@
 namespace kvtier::agent {
 namespace {
 
-// Experiment knob (KVTIER_REGION_MIN_SHARE): how strong DAMON evidence must be.
-const double kRegionMinShare = [] {
-  const char* v = std::getenv("KVTIER_REGION_MIN_SHARE");
-  return v != nullptr ? std::strtod(v, nullptr) : 0.5;
-}();
+// A DAMON region found accessed in at least half of its checks counts as
+// touched page by page (HeatParams::region_touch_share): it promotes from a
+// slow node and checks demotions, beside the page-level sources. A weaker
+// report only keeps its pages from going cold.
+constexpr double kRegionTouchShare = 0.5;
 
 // How often every tracked page's node is read (between, only pages sampled).
 constexpr TimeNs kFullResidencyEvery = 30'000'000'000;
@@ -139,9 +138,6 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
       !deps_.sources.empty() && std::ranges::all_of(deps_.sources, [](const LoopSource& s) {
         return s.source->kind() == SourceKind::kDamon;
       });
-  const bool page_level = std::ranges::any_of(deps_.sources, [](const LoopSource& s) {
-    return s.source->kind() != SourceKind::kDamon;
-  });
   const auto& cfg = state_.config.config;
   const auto& pol = cfg.groups[group].policy;
   return policy::HeatParams{
@@ -149,7 +145,7 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
       .granularity = regions ? policy::Granularity::kRegion : policy::Granularity::kPage,
       .region_interval = policy::damon_intervals(cfg).aggr,
       .misdemotion_window = pol.cold_age.value_or(0),
-      .region_min_share = page_level ? kRegionMinShare : 0.0};
+      .region_touch_share = kRegionTouchShare};
 }
 
 void Controller::apply_config(policy::CompiledConfig config) {

@@ -238,25 +238,42 @@ TEST(Heat, MemoryTouchedThenFoundElsewhereWasMovedByTheKernel) {
   EXPECT_TRUE(t.at(kBase + kPageSize, 11 * kSec)->demoted);
 }
 
-TEST(Heat, WeakRegionReportsAreIgnoredWhenAShareIsAsked) {
-  HeatTable strict({.region_min_share = 0.5});
-  HeatTable any(HeatParams{});
-  for (HeatTable* t : {&strict, &any}) {
-    t->track({kBase, kBase + 4 * kPageSize}, 0, 0);
-    // 2 of 10 checks found it accessed: below half.
-    t->add(RegionAccess{.range = {kBase, kBase + 2 * kPageSize},
-                        .nr_accesses = 2,
-                        .max_nr_accesses = 10,
-                        .time = 50 * kSec});
-    // 6 of 10: at least half.
-    t->add(RegionAccess{.range = {kBase + 2 * kPageSize, kBase + 4 * kPageSize},
-                        .nr_accesses = 6,
-                        .max_nr_accesses = 10,
-                        .time = 50 * kSec});
-  }
-  EXPECT_EQ(strict.at(kBase, 50 * kSec)->last_access, 0U) << "weak: still idle since 0";
-  EXPECT_EQ(strict.at(kBase + 3 * kPageSize, 50 * kSec)->last_access, to_tick(50 * kSec));
-  EXPECT_EQ(any.at(kBase, 50 * kSec)->last_access, to_tick(50 * kSec));
+// A strong region report (at least the share asked of its checks) touches its
+// pages like samples: a demoted page in it counts as touched again. A weak one
+// only keeps its pages from going cold.
+TEST(Heat, StrongRegionReportsTouchWeakOnesOnlyKeepWarm) {
+  HeatTable t({.misdemotion_window = 10 * kSec, .region_touch_share = 0.5});
+  t.track({kBase, kBase + 4 * kPageSize}, 0, 0);
+  t.mark_moved({kBase, kBase + 4 * kPageSize}, 1, 45 * kSec, true);
+  // 2 of 10 checks found it accessed: below half.
+  t.add(RegionAccess{.range = {kBase, kBase + 2 * kPageSize},
+                     .nr_accesses = 2,
+                     .max_nr_accesses = 10,
+                     .time = 50 * kSec});
+  // 6 of 10: at least half.
+  t.add(RegionAccess{.range = {kBase + 2 * kPageSize, kBase + 4 * kPageSize},
+                     .nr_accesses = 6,
+                     .max_nr_accesses = 10,
+                     .time = 50 * kSec});
+  const auto weak = t.at(kBase, 50 * kSec);
+  const auto strong = t.at(kBase + 3 * kPageSize, 50 * kSec);
+  EXPECT_EQ(weak->last_access, to_tick(50 * kSec)) << "weak: warm";
+  EXPECT_FALSE(weak->touched);
+  EXPECT_TRUE(weak->demoted);
+  EXPECT_EQ(strong->last_access, to_tick(50 * kSec));
+  EXPECT_TRUE(strong->touched);
+  EXPECT_FALSE(strong->demoted);
+  const HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, 2 * kPageSize) << "touched 5 s after its demotion";
+  EXPECT_EQ(ev.touched_demoted_pages, 2U);
+
+  HeatTable never(HeatParams{});
+  never.track({kBase, kBase + kPageSize}, 0, 0);
+  never.add(RegionAccess{.range = {kBase, kBase + kPageSize},
+                         .nr_accesses = 10,
+                         .max_nr_accesses = 10,
+                         .time = 50 * kSec});
+  EXPECT_FALSE(never.at(kBase, 50 * kSec)->touched) << "region_touch_share 0: never";
 }
 
 }  // namespace
