@@ -14,7 +14,7 @@
 
 /* Default map sizes; the agent may change them before load. */
 #define KVT_MAX_TARGETS 1024
-#define KVT_MAX_PAGES 262144
+#define KVT_MAX_PAGES 65536
 #define KVT_MAX_KDAMONDS 16
 
 /* Key of the per-page heat maps (sampler and faults): one entry per target
