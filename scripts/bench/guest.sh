@@ -64,6 +64,10 @@ GOAL_GAP_BP=${GOAL_GAP_BP:-20}
 GOAL_TUNER=${GOAL_TUNER:-temporal}
 # kvtier
 KVTIER_CHECK_AFTER_S=${KVTIER_CHECK_AFTER_S:-20}  # kvtierd must manage kvsim by then
+# The budget and the free-memory floor every placer gets: the shipped config's unless set.
+shipped() { sed -n "s/^$1 = \"\(.*\)\"/\1/p" /kvtier/systemd/kvtier.toml; }
+KVTIER_MIGRATE_RATE=${KVTIER_MIGRATE_RATE:-$(shipped migrate_rate)}
+KVTIER_MIGRATE_BURST=${KVTIER_MIGRATE_BURST:-$(shipped migrate_burst)}
 KVTIER_MIN_FREE=${KVTIER_MIN_FREE:-$(shipped min_free)}
 # oracle: the same budget and floor as kvtier (above); its own cycle
 ORACLE_INTERVAL=${ORACLE_INTERVAL:-1s}
@@ -351,7 +355,7 @@ kvtier_start() {
     emit "\"event\":\"unavailable\",\"mode\":\"kvtier\",\"reason\":$(jstr "kvtierctl config check rejects the generated config: $(echo "$msg" | tail -n 3 | tr '\n' ' ')")"
     exit 0
   fi
-  KVTIER_REGION_MIN_SHARE=${KVTIER_REGION_MIN_SHARE:-0.5} kvtierd --config "$work/kvtier.toml" --foreground --socket "$work/kvtierd.sock" \
+  kvtierd --config "$work/kvtier.toml" --foreground --socket "$work/kvtierd.sock" \
     >"$work/kvtierd.log" 2>&1 &
   kvtierd_pid=$!
   sleep 2
