@@ -99,7 +99,7 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
 // The hotness sources: the config's forced one, else every available one it
 // lists; every source probed says why it was or was not taken.
 Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
-                                          const kvtier::policy::Config& cfg) {
+                                           const kvtier::policy::Config& cfg) {
   agent::SourceOptions so;
   so.pmu.sample_period = cfg.sources.sample_period;
   so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;

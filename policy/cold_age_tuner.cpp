@@ -20,8 +20,7 @@ TimeNs ColdAgeTuner::window() const {
 }
 
 double ColdAgeTuner::ratio() const {
-  return demoted_ == 0 ? 0.0
-                       : static_cast<double>(misdemoted_) / static_cast<double>(demoted_);
+  return demoted_ == 0 ? 0.0 : static_cast<double>(misdemoted_) / static_cast<double>(demoted_);
 }
 
 void ColdAgeTuner::record(TimeNs now, std::uint64_t demoted, std::uint64_t misdemoted) {

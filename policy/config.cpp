@@ -41,7 +41,8 @@ int Config::line_of(const std::string& key) const {
 DamonIntervalsNs damon_intervals(const Config& c) {
   std::optional<TimeNs> shortest;
   for (const auto& g : c.groups) {
-    if (g.policy.cold_age) shortest = std::min(shortest.value_or(*g.policy.cold_age), *g.policy.cold_age);
+    if (g.policy.cold_age)
+      shortest = std::min(shortest.value_or(*g.policy.cold_age), *g.policy.cold_age);
   }
   const TimeNs cold = shortest.value_or(10 * kNsPerSec);
   DamonIntervalsNs out{.sample = c.sources.damon_sample_interval.value_or(cold / 10),
@@ -562,23 +563,21 @@ void read_telemetry(Section s, TelemetryConfig& t) {
 void read_sources(Parser& p, Section s, SourcesConfig& c) {
   const std::string allowed = choice_list(kSources);
   std::vector<SourceKind> use;
-  const bool has_use =
-      s.array("use", allowed, [&](const toml::node& n, const std::string& k) {
-        const auto* str = n.as_string();
-        auto it = str == nullptr
-                      ? kSources.end()
-                      : std::ranges::find(kSources, std::string_view(str->get()),
-                                          &std::pair<std::string_view, SourceKind>::first);
-        if (it == kSources.end()) {
-          p.problem(line_of(n), k, fmt::format("is not a hotness source (allowed: {})", allowed));
-        } else if (std::ranges::find(use, it->second) != use.end()) {
-          p.problem(
-              line_of(n), k,
-              fmt::format("\"{}\" is listed twice (allowed: each of {} once)", it->first, allowed));
-        } else {
-          use.push_back(it->second);
-        }
-      });
+  const bool has_use = s.array("use", allowed, [&](const toml::node& n, const std::string& k) {
+    const auto* str = n.as_string();
+    auto it = str == nullptr ? kSources.end()
+                             : std::ranges::find(kSources, std::string_view(str->get()),
+                                                 &std::pair<std::string_view, SourceKind>::first);
+    if (it == kSources.end()) {
+      p.problem(line_of(n), k, fmt::format("is not a hotness source (allowed: {})", allowed));
+    } else if (std::ranges::find(use, it->second) != use.end()) {
+      p.problem(
+          line_of(n), k,
+          fmt::format("\"{}\" is listed twice (allowed: each of {} once)", it->first, allowed));
+    } else {
+      use.push_back(it->second);
+    }
+  });
   if (has_use) c.use = use;
   if (const toml::node* n = s.get("force")) {
     const auto* str = n->as_string();
@@ -604,14 +603,13 @@ void read_sources(Parser& p, Section s, SourcesConfig& c) {
   s.duration("idle_scan_interval", c.idle_scan_interval, 100 * kNsPerMs, kHour);
   s.finish();
   const toml::node* use_node = s.get("use");
-  const bool literally_empty = use_node != nullptr && use_node->as_array() != nullptr &&
-                               use_node->as_array()->empty();
+  const bool literally_empty =
+      use_node != nullptr && use_node->as_array() != nullptr && use_node->as_array()->empty();
   if (literally_empty && !c.force) {
     p.problem(s.line(), s.key("use"),
               fmt::format("is empty and no source is forced (allowed: some of {})", allowed));
   }
-  if (c.damon_min_regions && c.damon_max_regions &&
-      *c.damon_min_regions > *c.damon_max_regions) {
+  if (c.damon_min_regions && c.damon_max_regions && *c.damon_min_regions > *c.damon_max_regions) {
     p.problem(s.line(), s.key("damon_min_regions"),
               fmt::format("{} is above damon_max_regions {} (allowed: at most damon_max_regions)",
                           *c.damon_min_regions, *c.damon_max_regions));
@@ -644,10 +642,10 @@ void read_tiering(Section s, TieringConfig& t) {
   s.keep_or_duration("scan_period_min", t.scan_period_min, kNsPerMs, 3600 * kNsPerSec);
   s.keep_or_duration("scan_period_max", t.scan_period_max, kNsPerMs, 3600 * kNsPerSec);
   if (t.scan_period_min && t.scan_period_max && *t.scan_period_min > *t.scan_period_max) {
-    s.problem(s.get("scan_period_min"), "scan_period_min",
-              fmt::format("{} is above scan_period_max {} (allowed: min <= max)",
-                          format_duration(*t.scan_period_min),
-                          format_duration(*t.scan_period_max)));
+    s.problem(
+        s.get("scan_period_min"), "scan_period_min",
+        fmt::format("{} is above scan_period_max {} (allowed: min <= max)",
+                    format_duration(*t.scan_period_min), format_duration(*t.scan_period_max)));
   }
   s.finish();
 }

@@ -135,14 +135,14 @@ struct GroupPolicy {
   // Share of demoted bytes accessed again within cold_age that raises the
   // effective cold age (a quarter of it lowers it again).
   double misdemotion_target = 0.05;
-  TimeNs half_life = 10 * kNsPerSec;      // heat decay
-  bool promote = true;                    // promotion of accessed slow-tier pages on/off
-  double promote_heat = 2.0;              // also promote anything this hot (accesses/s/page)
-  double demote_heat = 0.5;               // never demote anything hotter
-  TimeNs min_residence = 10 * kNsPerSec;  // a page moved to DRAM stays at least this long
-  std::optional<std::uint64_t> dram_limit;           // bytes of the group on DRAM nodes, at most
-  std::optional<std::uint64_t> keep_free;            // bytes to keep free on each DRAM node
-  std::vector<AddrRange> exclude;                    // never moved
+  TimeNs half_life = 10 * kNsPerSec;        // heat decay
+  bool promote = true;                      // promotion of accessed slow-tier pages on/off
+  double promote_heat = 2.0;                // also promote anything this hot (accesses/s/page)
+  double demote_heat = 0.5;                 // never demote anything hotter
+  TimeNs min_residence = 10 * kNsPerSec;    // a page moved to DRAM stays at least this long
+  std::optional<std::uint64_t> dram_limit;  // bytes of the group on DRAM nodes, at most
+  std::optional<std::uint64_t> keep_free;   // bytes to keep free on each DRAM node
+  std::vector<AddrRange> exclude;           // never moved
 };
 
 struct GroupConfig {

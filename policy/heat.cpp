@@ -211,9 +211,9 @@ void HeatTable::add(const RegionAccess& r) {
       .last_access = tick - static_cast<std::uint32_t>(std::min<std::uint64_t>(idle_ticks, tick)),
       .flags = HeatState::kTracked};
   const double events = r.nr_accesses;
-  const bool strong = r.nr_accesses > 0 && params_.region_touch_share > 0 &&
-                      static_cast<double>(r.nr_accesses) >=
-                          params_.region_touch_share * r.max_nr_accesses;
+  const bool strong =
+      r.nr_accesses > 0 && params_.region_touch_share > 0 &&
+      static_cast<double>(r.nr_accesses) >= params_.region_touch_share * r.max_nr_accesses;
   if (params_.granularity == Granularity::kRegion) {
     const std::uint64_t a = page_down(r.range.start);
     const std::uint64_t b = page_up(r.range.end);
@@ -259,9 +259,8 @@ void HeatTable::set_node(AddrRange range, int node) {
   const auto n = static_cast<std::int16_t>(node);
   if (params_.granularity == Granularity::kRegion) {
     split_regions(page_down(range.start), page_up(range.end), 0, false);
-    for_each_region(range, [&](HeatState& s, std::uint64_t a, std::uint64_t b) {
-      observe_node(s, n, b - a);
-    });
+    for_each_region(
+        range, [&](HeatState& s, std::uint64_t a, std::uint64_t b) { observe_node(s, n, b - a); });
     return;
   }
   for_each_page(range, [&](HeatState* s) {
@@ -275,9 +274,8 @@ void HeatTable::mark_moved(AddrRange range, int node, TimeNs now, bool demotion)
   const std::uint32_t tick = std::max<std::uint32_t>(to_tick(now), 1);
   if (params_.granularity == Granularity::kRegion) {
     split_regions(page_down(range.start), page_up(range.end), 0, false);
-    for_each_region(range, [&](HeatState& s, std::uint64_t, std::uint64_t) {
-      moved(s, n, tick, demotion);
-    });
+    for_each_region(
+        range, [&](HeatState& s, std::uint64_t, std::uint64_t) { moved(s, n, tick, demotion); });
     return;
   }
   for_each_page(range, [&](HeatState* s) {

@@ -179,10 +179,10 @@ class Planner {
       GroupWork& g = groups_[tv.group];
       const HeatUnit& u = pc.unit;
       if (g.rules.classify(u) != Rule::kAccessedOnSlow) continue;
-      g.hot.push(Cand::make(
-          (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
-          u.range.start, u.node, static_cast<std::uint32_t>(pc.target),
-          static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
+      g.hot.push(
+          Cand::make((~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                     u.range.start, u.node, static_cast<std::uint32_t>(pc.target),
+                     static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
     }
     const auto [up, down] = group_orders();
     for (GroupWork* g : down) {
@@ -200,8 +200,7 @@ class Planner {
     for (std::size_t i = 0; i < s_.groups.size(); ++i) {
       const std::optional<TimeNs> cold_age =
           i < s_.cold_age.size() ? std::optional<TimeNs>(s_.cold_age[i]) : std::nullopt;
-      groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now, cold_age),
-                           k);
+      groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now, cold_age), k);
     }
   }
 
@@ -227,7 +226,7 @@ class Planner {
     std::uint64_t free = 0;
     std::uint64_t headroom = 0;  // free memory the room pass keeps (fast nodes)
     std::uint64_t demand = 0;    // bytes waiting to be promoted to it
-    bool full = false;  // a demotion to it did not fit: later ones would not either
+    bool full = false;           // a demotion to it did not fit: later ones would not either
   };
 
   // Free memory a fast node keeps for promotions (the kernel's in the fault path,
@@ -281,23 +280,24 @@ class Planner {
     const bool take_warm = rules.watermark();
     std::uint64_t dram_use = 0;
     // Called for every page: inlined.
-    tv.heat->for_each_unit(s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
-      const Rule rule = rules.classify(u);
-      if (rule == Rule::kUnknownNode) return;
-      const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
-                        (rule == Rule::kExcluded && rules.slow(u.node));
-      if (!slow) dram_use += u.range.bytes();
-      const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-      if (rule == Rule::kCold || rule == Rule::kCooling || (rule == Rule::kWarm && take_warm)) {
-        const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start, u.node,
-                                  t, pages);
-        (rule == Rule::kCold ? g.cold : rule == Rule::kCooling ? g.cooling : g.warm).push(c);
-      } else if (rule == Rule::kAccessedOnSlow) {
-        g.hot.push(Cand::make(
-            (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
-            u.range.start, u.node, t, pages));
-      }
-    });
+    tv.heat->for_each_unit(
+        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
+          const Rule rule = rules.classify(u);
+          if (rule == Rule::kUnknownNode) return;
+          const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
+                            (rule == Rule::kExcluded && rules.slow(u.node));
+          if (!slow) dram_use += u.range.bytes();
+          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
+          if (rule == Rule::kCold || rule == Rule::kCooling || (rule == Rule::kWarm && take_warm)) {
+            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
+                                      u.node, t, pages);
+            (rule == Rule::kCold ? g.cold : rule == Rule::kCooling ? g.cooling : g.warm).push(c);
+          } else if (rule == Rule::kAccessedOnSlow) {
+            g.hot.push(Cand::make(
+                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                u.range.start, u.node, t, pages));
+          }
+        });
     g.dram_use += dram_use;
   }
 
@@ -402,8 +402,8 @@ class Planner {
       if (missing == 0) continue;
       notes_.push_back(fmt::format(
           "node {}: {} free, {} short of its DRAM headroom {} plus {} waiting for promotion: {}",
-          id, format_size(nodes_[id].free), format_size(missing),
-          format_size(nodes_[id].headroom), format_size(nodes_[id].demand),
+          id, format_size(nodes_[id].free), format_size(missing), format_size(nodes_[id].headroom),
+          format_size(nodes_[id].demand),
           budget_out_ ? "migration budget exhausted"
                       : "nothing idle for cold_age or more left to demote"));
     }

@@ -102,9 +102,9 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
       return fmt::format(
           "accessed on the slow node since it was moved there ({}): waiting for migration "
           "budget or DRAM room (see plan notes)",
-          u.touched ? "page-level evidence"
-                    : fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s", u.heat,
-                                  pol.promote_heat));
+          u.touched
+              ? "page-level evidence"
+              : fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s", u.heat, pol.promote_heat));
     case Rule::kStaysOnSlow:
       return pol.promote ? fmt::format("cold on the slow node: not accessed since it came, idle {}",
                                        format_duration(idle))

@@ -61,10 +61,10 @@ int check(const std::string& file, bool use_topology, const Globals& g) {
       policy::format_duration(cfg.daemon.interval), policy::mover_name(cfg.mover.kind),
       policy::format_size(cfg.limits.migrate_rate), policy::format_size(cfg.limits.migrate_burst),
       cfg.limits.cxl_fill_max * 100, policy::format_size(cfg.limits.min_free));
-  std::cout << fmt::format("  sources: {}\n",
-                           cfg.sources.force
-                               ? fmt::format("forced {}", policy::source_name(*cfg.sources.force))
-                               : fmt::format("use {} (each the host supports)", fmt::join(use, ", ")));
+  std::cout << fmt::format(
+      "  sources: {}\n",
+      cfg.sources.force ? fmt::format("forced {}", policy::source_name(*cfg.sources.force))
+                        : fmt::format("use {} (each the host supports)", fmt::join(use, ", ")));
   for (const auto& cg : compiled->match_order) {
     const policy::GroupConfig& grp = cfg.groups[cg.index];
     const auto& p = grp.policy;

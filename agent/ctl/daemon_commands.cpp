@@ -50,8 +50,8 @@ void print_placement(const json& loop) {
   }
   std::string hot_text;
   for (const auto& [node, bytes] : hot) {
-    hot_text += fmt::format("{}node {} {}", hot_text.empty() ? "" : ", ", node,
-                            policy::format_size(bytes));
+    hot_text +=
+        fmt::format("{}node {} {}", hot_text.empty() ? "" : ", ", node, policy::format_size(bytes));
   }
   fmt::print("  {:<11} {}\n", "hot", hot_text.empty() ? "none" : hot_text);
   const json t = loop.value("tiering", json::object());
@@ -100,9 +100,10 @@ void print_status(const json& st) {
 void add_daemon_commands(CLI::App& app, Globals& g) {
   {
     auto json_out = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("status",
-                                   "Show whether kvtierd runs, its mode, steps, placement feedback, "
-                                   "tiering knobs, reloads and endpoints");
+    auto* cmd =
+        app.add_subcommand("status",
+                           "Show whether kvtierd runs, its mode, steps, placement feedback, "
+                           "tiering knobs, reloads and endpoints");
     cmd->add_flag("--json", *json_out, "Print the daemon's answer as JSON");
     cmd->callback([&g, json_out] {
       ask(g, "status", "status", [&](const json& st) {

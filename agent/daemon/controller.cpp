@@ -414,8 +414,7 @@ bool Controller::may_move(const StepContext& ctx) const {
 }
 
 // Consecutive moves of one target to one node go to the mover together.
-void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now,
-                          Telemetry& telemetry) {
+void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry) {
   std::vector<AddrRange> ranges;
   for (std::size_t i = 0; i < moves.size();) {
     std::size_t j = i;

@@ -53,8 +53,7 @@ Telemetry::Telemetry() {
            "Bytes of each target process resident on each node");
   describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");
   describe("kvtier_node_memory_total_bytes", MetricKind::kGauge, "Total memory on each NUMA node");
-  describe("kvtier_demoted_bytes_total", MetricKind::kCounter,
-           "Bytes kvtier demoted, per group");
+  describe("kvtier_demoted_bytes_total", MetricKind::kCounter, "Bytes kvtier demoted, per group");
   describe("kvtier_promoted_bytes_total", MetricKind::kCounter,
            "Bytes promoted back to DRAM after an access on the slow node, per group and by whom "
            "(kvtier; kernel: NUMA balancing in the fault path)");

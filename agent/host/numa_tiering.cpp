@@ -80,8 +80,8 @@ std::vector<std::string> KernelTiering::restore() {
     if (auto ok = write_text(path, std::to_string(it->value)); ok) {
       lines.push_back(fmt::format("{}: restored {}", path, it->value));
     } else {
-      lines.push_back(fmt::format("{}: cannot restore {}: {}", path, it->value,
-                                  ok.error().message));
+      lines.push_back(
+          fmt::format("{}: cannot restore {}: {}", path, it->value, ok.error().message));
     }
   }
   saved_.clear();

@@ -248,7 +248,8 @@ MovePagesMover::Stop MovePagesMover::move_once(Batch& b, bool& out_of_memory) {
 // whose cpulist cannot be read latches.
 bool MovePagesMover::latches(int node) {
   if (auto it = cpu_less_.find(node); it != cpu_less_.end()) return it->second;
-  const auto text = read_text(deps_.host.sys / fmt::format("devices/system/node/node{}/cpulist", node));
+  const auto text =
+      read_text(deps_.host.sys / fmt::format("devices/system/node/node{}/cpulist", node));
   const bool cpu_less = !text || text->find_first_not_of(" \n") == std::string::npos;
   cpu_less_.emplace(node, cpu_less);
   return cpu_less;

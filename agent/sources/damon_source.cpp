@@ -22,9 +22,9 @@
 #include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
 #include "damon.skel.h"
-#include "policy/units.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent {
 
@@ -128,7 +128,8 @@ DamonSizing damon_sizing(const DamonOptions& opts, std::uint64_t tracked_bytes) 
   const std::uint64_t budget =
       kDamonChecksPerSec * std::max<std::uint64_t>(s.intervals.sample_us, 1) / 1'000'000;
   const std::uint64_t want = std::max<std::uint64_t>(tracked_bytes / (64 * 1024), 16);
-  s.nr_regions.max = opts.max_regions.value_or(std::clamp<std::uint64_t>(want, 16, std::max<std::uint64_t>(budget, 16)));
+  s.nr_regions.max = opts.max_regions.value_or(
+      std::clamp<std::uint64_t>(want, 16, std::max<std::uint64_t>(budget, 16)));
   s.nr_regions.min = opts.min_regions.value_or(std::max<std::uint64_t>(s.nr_regions.max / 4, 10));
   s.nr_regions.min = std::min(s.nr_regions.min, s.nr_regions.max);
   return s;
@@ -140,8 +141,7 @@ std::vector<AddrRange> split_evenly(std::span<const AddrRange> ranges, std::uint
   std::vector<AddrRange> out;
   if (total == 0) return out;
   const std::uint64_t piece =
-      std::max<std::uint64_t>(total / std::max<std::uint64_t>(count, 1) / kPageSize, 1) *
-      kPageSize;
+      std::max<std::uint64_t>(total / std::max<std::uint64_t>(count, 1) / kPageSize, 1) * kPageSize;
   for (const auto& r : ranges) {
     for (std::uint64_t a = r.start; a < r.end; a += piece) {
       out.push_back({a, std::min(r.end, a + piece)});
@@ -166,8 +166,8 @@ Result<void> DamonSource::restart_kdamond() {
     std::uint64_t bytes = 0;
     for (const auto& r : t.ranges) bytes += r.bytes();
     // This target's share of the minimum region count, as its initial regions.
-    const std::uint64_t share =
-        std::max<std::uint64_t>(sizing_.nr_regions.min * bytes / std::max<std::uint64_t>(tracked, 1), 1);
+    const std::uint64_t share = std::max<std::uint64_t>(
+        sizing_.nr_regions.min * bytes / std::max<std::uint64_t>(tracked, 1), 1);
     spec.targets.push_back(DamonTargetSpec{.pid = t.pid, .regions = split_evenly(t.ranges, share)});
     targets_.push_back(t.pid);
   }
@@ -208,7 +208,8 @@ Result<void> DamonSource::set_targets(std::span<const Pid> pids) {
   if (wanted == pids_) return {};
   pids_ = std::move(wanted);
   const auto before = ranges_.size();
-  std::erase_if(ranges_, [&](const TargetRanges& t) { return !std::ranges::binary_search(pids_, t.pid); });
+  std::erase_if(ranges_,
+                [&](const TargetRanges& t) { return !std::ranges::binary_search(pids_, t.pid); });
   if (!bpf_ || ranges_.size() == before) return {};
   return restart_kdamond();
 }

@@ -64,7 +64,7 @@ struct ChosenSource {
 
 struct SourceChoice {
   std::vector<ChosenSource> sources;  // every one of `use` the host supports, in that order
-  std::string summary;  // one line: which run, and why the others cannot
+  std::string summary;                // one line: which run, and why the others cannot
   std::vector<SourceReport> reports;  // every source probed
 };
 

@@ -275,8 +275,7 @@ TEST(Config, ContradictoryThresholds) {
                 .key,
             "sources.damon_sample_interval");
   EXPECT_EQ(only_problem("[sources]\nuse = []\n" + kGroup).key, "sources.use");
-  EXPECT_EQ(only_problem("[sources]\nuse = [\"pmu\", \"pmu\"]\n" + kGroup).key,
-            "sources.use[1]");
+  EXPECT_EQ(only_problem("[sources]\nuse = [\"pmu\", \"pmu\"]\n" + kGroup).key, "sources.use[1]");
 }
 
 // cold_age is the floor of the effective cold age, cold_age_max its ceiling: a

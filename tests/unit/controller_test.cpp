@@ -455,7 +455,8 @@ TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
   ex = loop.explain(kServer, kT0 + 12 * kSec);
   ASSERT_TRUE(ex);
   EXPECT_EQ((*ex)["ranges"].back()["node"], 1);
-  EXPECT_EQ((*ex)["ranges"].back()["why"], "cold on the slow node: not accessed since it came, idle 12s");
+  EXPECT_EQ((*ex)["ranges"].back()["why"],
+            "cold on the slow node: not accessed since it came, idle 12s");
   loop.steps_until(kT0 + 41 * kSec, kT0 + 13 * kSec);
   ex = loop.explain(kServer, kT0 + 41 * kSec);
   ASSERT_TRUE(ex);

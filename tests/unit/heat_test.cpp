@@ -229,7 +229,7 @@ TEST(Heat, MemoryTouchedThenFoundElsewhereWasMovedByTheKernel) {
   t.track({kBase, kBase + 2 * kPageSize}, 0, 0);
   t.mark_moved({kBase, kBase + 2 * kPageSize}, 1, 10 * kSec, true);
   t.add(AccessSample{.addr = kBase, .time = 11 * kSec});
-  t.set_node(page, 0);                            // promoted in the fault path
+  t.set_node(page, 0);                                        // promoted in the fault path
   t.set_node({kBase + kPageSize, kBase + 2 * kPageSize}, 1);  // as kvtier left it
   const HeatEvents ev = t.take_events();
   EXPECT_EQ(ev.moved_by_kernel_bytes, kPageSize);

@@ -13,11 +13,11 @@ namespace {
 
 using agent::KernelTiering;
 using agent::TieringWish;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::dir;
+using ::testing::ElementsAre;
 using testing::file;
 using testing::Fixture;
+using ::testing::HasSubstr;
 
 const std::string kBalancing = "proc/sys/kernel/numa_balancing";
 const std::string kDebug = "sys/kernel/debug/sched/numa_balancing/";

@@ -75,10 +75,9 @@ World random_world(std::mt19937_64& rng) {
   for (std::size_t t = 0; t < ntargets; ++t) {
     const std::size_t g = pick(0, ngroups - 1);
     const auto gran = coin(0.25) ? Granularity::kRegion : Granularity::kPage;
-    auto table = std::make_unique<HeatTable>(
-        HeatParams{.half_life = w.groups[g].policy.half_life,
-                   .granularity = gran,
-                   .misdemotion_window = pick(1, 60) * kSec});
+    auto table = std::make_unique<HeatTable>(HeatParams{.half_life = w.groups[g].policy.half_life,
+                                                        .granularity = gran,
+                                                        .misdemotion_window = pick(1, 60) * kSec});
     const std::uint64_t npages = pick(1, 1024);
     const std::uint64_t base = 0x10000000;
     for (std::uint64_t i = 0; i < npages;) {
@@ -215,9 +214,9 @@ void check(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t
   for (const auto& r : units) {
     if (r.move == nullptr || r.move->reason == MoveReason::kHotPromotion) continue;
     const std::size_t g = w.targets[r.target].group;
-    const GroupRules rules(w.groups[g], facts, snap.now,
-                           g < snap.cold_age.size() ? std::optional<TimeNs>(snap.cold_age[g])
-                                                    : std::nullopt);
+    const GroupRules rules(
+        w.groups[g], facts, snap.now,
+        g < snap.cold_age.size() ? std::optional<TimeNs>(snap.cold_age[g]) : std::nullopt);
     for (const auto& s : units) {
       if (s.move != nullptr || w.targets[s.target].group != g || s.unit.node != r.unit.node)
         continue;

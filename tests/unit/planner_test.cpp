@@ -181,7 +181,7 @@ TEST(Planner, HotPromotionWithHysteresisAndResidence) {
   for (TimeNs s = kNow - 30 * kSec; s <= kNow; s += kSec) {
     t.add(RegionAccess{.range = pages(10, 10), .nr_accesses = 1, .time = s});
   }
-  t.mark_moved(pages(20, 10), 1, kNow - 30 * kSec, true);  // demoted 30 s ago...
+  t.mark_moved(pages(20, 10), 1, kNow - 30 * kSec, true);                // demoted 30 s ago...
   t.add(AccessSample{.addr = pages(25, 1).start, .time = kNow - kSec});  // ...touched since
   const Plan p = f.run();
   ASSERT_EQ(p.moves.size(), 2U);
