@@ -34,6 +34,7 @@
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "policy/types.hpp"
+
 namespace kvtier::policy {
 namespace {
 

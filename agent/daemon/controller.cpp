@@ -18,6 +18,7 @@
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/sources/hotness_source.hpp"
@@ -26,6 +27,7 @@
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/planner.hpp"
+#include "policy/rules.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "agent/host/sysfs.hpp"
+#include "policy/error.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -127,7 +127,7 @@ DamonSizing damon_sizing(const DamonOptions& opts, std::uint64_t tracked_bytes) 
   // kdamond may check at its sampling interval, never fewer than 16.
   const std::uint64_t budget =
       kDamonChecksPerSec * std::max<std::uint64_t>(s.intervals.sample_us, 1) / 1'000'000;
-  const std::uint64_t want = std::max<std::uint64_t>(tracked_bytes / (64 * 1024), 16);
+  const std::uint64_t want = std::max<std::uint64_t>(tracked_bytes / (std::uint64_t{64} << 10), 16);
   s.nr_regions.max = opts.max_regions.value_or(
       std::clamp<std::uint64_t>(want, 16, std::max<std::uint64_t>(budget, 16)));
   s.nr_regions.min = opts.min_regions.value_or(std::max<std::uint64_t>(s.nr_regions.max / 4, 10));
