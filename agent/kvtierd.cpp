@@ -36,6 +36,7 @@
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
@@ -91,6 +92,8 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   s.prometheus_enabled = cfg.telemetry.prometheus;
   s.prometheus_listen = cfg.telemetry.prometheus_listen;
   s.interval = std::chrono::milliseconds(cfg.daemon.interval / 1'000'000);
+  s.promote_interval =
+      std::chrono::milliseconds(cfg.daemon.promote_interval.value_or(0) / 1'000'000);
   s.log_level = opt.log_level.empty()
                     ? std::string(kvtier::policy::log_level_name(cfg.logging.level))
                     : opt.log_level;
@@ -100,23 +103,24 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   return s;
 }
 
-// The hotness source: the config's forced one, else the first available in
-// its preference order; every source probed says why it was or was not taken.
-Result<agent::SourceChoice> choose_source(const agent::HostPaths& paths,
-                                          const kvtier::policy::Config& cfg) {
+// The hotness sources: the config's forced one, else every available one it
+// lists; every source probed says why it was or was not taken.
+Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
+                                           const kvtier::policy::Config& cfg) {
   agent::SourceOptions so;
   so.pmu.sample_period = cfg.sources.sample_period;
   so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
   so.pmu_soft.sample_period = cfg.sources.sample_period;
   so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  so.damon.intervals = {.sample_us = cfg.sources.damon_sample_interval / 1000,
-                        .aggr_us = cfg.sources.damon_aggr_interval / 1000};
-  so.damon.nr_regions = {.min = cfg.sources.damon_min_regions,
-                         .max = cfg.sources.damon_max_regions};
+  const auto damon = kvtier::policy::damon_intervals(cfg);
+  so.damon.sample_us = damon.sample / 1000;
+  so.damon.aggr_us = damon.aggr / 1000;
+  so.damon.min_regions = cfg.sources.damon_min_regions;
+  so.damon.max_regions = cfg.sources.damon_max_regions;
   so.idle.scan_interval = cfg.sources.idle_scan_interval;
   agent::SourceRegistry reg;
   agent::register_builtin_sources(reg, paths, so);
-  return agent::select_source(reg, cfg.sources.prefer, cfg.sources.force);
+  return agent::select_sources(reg, cfg.sources.use, cfg.sources.force);
 }
 
 bool has_demotion_target(const kvtier::policy::Topology& topo) {
@@ -150,7 +154,7 @@ Result<void> startup_problems(const Options& opt, const agent::HostPaths& paths,
                      "use \"move_pages\" or \"dry-run\"");
   }
   if (cfg.sources.force) {
-    if (auto choice = choose_source(paths, cfg); !choice) {
+    if (auto choice = choose_sources(paths, cfg); !choice) {
       errors.push_back(opt.config + ": sources.force: " + choice.error().message);
     }
   }
@@ -227,7 +231,7 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
                                         const kvtier::policy::Topology& topo,
                                         const kvtier::policy::Config& cfg) {
   const std::string observe = observe_reason(topo);
-  auto choice = choose_source(paths, cfg);
+  auto choice = choose_sources(paths, cfg);
   if (!choice && cfg.sources.force) {
     spdlog::error("{}", choice.error().message);
     return kvtier::fail(choice.error().message, kExitFailed);
@@ -235,10 +239,12 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
   if (!choice) {
     spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
   } else {
-    spdlog::info("hotness source: {}", choice->reason);
+    spdlog::info("hotness sources: {}", choice->summary);
   }
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
-  if (choice) features.push_back(agent::feature_for(choice->source->kind()));
+  if (choice) {
+    for (const auto& c : choice->sources) features.push_back(agent::feature_for(c.source->kind()));
+  }
   if (observe.empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
@@ -249,14 +255,18 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
       .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
       .self = getpid()};
-  if (choice)
-    deps.sources.push_back({.source = std::move(choice->source), .reason = choice->reason});
+  if (choice) {
+    for (auto& c : choice->sources) {
+      deps.sources.push_back({.source = std::move(c.source), .reason = std::move(c.reason)});
+    }
+  }
   if (!observe.empty()) {
     deps.observe_reason = observe;
     spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe);
   } else if (cfg.mover.kind == kvtier::policy::MoverKind::kDryRun) {
     deps.mover = std::make_unique<agent::DryRunMover>();
   } else {
+    deps.tiering = std::make_unique<agent::KernelTiering>(paths);
     deps.mover = std::make_unique<agent::MovePagesMover>(
         agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages});
   }
@@ -270,6 +280,9 @@ int serve(const Options& opt, const agent::HostPaths& paths,
   agent::DaemonHooks hooks;
   hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
     return controller->step(ctx, t);
+  };
+  hooks.promote = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
+    return controller->promote_step(ctx, t);
   };
   hooks.describe = [controller](bool full) {
     return agent::describe(controller->state(), full, agent::monotonic_now());

@@ -14,7 +14,7 @@
 
 /* Default map sizes; the agent may change them before load. */
 #define KVT_MAX_TARGETS 1024
-#define KVT_MAX_PAGES 262144
+#define KVT_MAX_PAGES 65536
 #define KVT_MAX_KDAMONDS 16
 
 /* Key of the per-page heat maps (sampler and faults): one entry per target
@@ -30,7 +30,8 @@ struct kvt_page_key {
 struct kvt_page_val {
   __u64 samples;
   __u64 weight;
-  __u64 last_ns; /* bpf_ktime_get_ns() of the latest sample */
+  __u64 first_ns; /* bpf_ktime_get_ns() of the first sample since the last drain */
+  __u64 last_ns;  /* and of the latest */
   __u32 flags;
   __u32 pad;
 };

@@ -51,7 +51,8 @@ static __always_inline void kvt_record(__u32 tgid, __u64 addr, __u64 weight, __u
   __u64 now = bpf_ktime_get_ns();
   struct kvt_page_val* v = bpf_map_lookup_elem(&pages, &key);
   if (!v) {
-    struct kvt_page_val init = {.samples = 1, .weight = weight, .last_ns = now, .flags = flags};
+    struct kvt_page_val init = {
+        .samples = 1, .weight = weight, .first_ns = now, .last_ns = now, .flags = flags};
     if (bpf_map_update_elem(&pages, &key, &init, BPF_NOEXIST) == 0) return;
     /* Another CPU inserted the same page meanwhile: add to its entry. */
     v = bpf_map_lookup_elem(&pages, &key);

@@ -84,6 +84,19 @@ int Config::line_of(const std::string& key) const {
   return it == lines.end() ? 0 : it->second;
 }
 
+DamonIntervalsNs damon_intervals(const Config& c) {
+  std::optional<TimeNs> shortest;
+  for (const auto& g : c.groups) {
+    if (g.policy.cold_age)
+      shortest = std::min(shortest.value_or(*g.policy.cold_age), *g.policy.cold_age);
+  }
+  const TimeNs cold = shortest.value_or(10 * kNsPerSec);
+  DamonIntervalsNs out{.sample = c.sources.damon_sample_interval.value_or(cold / 10),
+                       .aggr = c.sources.damon_aggr_interval.value_or(cold / 2)};
+  out.aggr = std::max(out.aggr, out.sample);
+  return out;
+}
+
 std::string_view source_name(SourceKind s) {
   switch (s) {
     case SourceKind::kPmu:
@@ -292,6 +305,62 @@ class Section {
     });
   }
 
+  // "keep" (nullopt: the host's value stays), `word` (for `word_value`), or a duration.
+  void keep_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
+                        std::string_view word = {}, TimeNs word_value = 0) {
+    const std::string allowed =
+        fmt::format("\"keep\"{} or a duration from {} to {}",
+                    word.empty() ? std::string() : fmt::format(", \"{}\"", word),
+                    format_duration(lo), format_duration(hi));
+    auto parse = [&](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
+      if (t == "keep") return std::optional<TimeNs>{};
+      if (!word.empty() && t == word) return std::optional<TimeNs>{word_value};
+      auto d = parse_duration(t);
+      if (!d) return std::unexpected(d.error());
+      return std::optional<TimeNs>{*d};
+    };
+    parsed<std::optional<TimeNs>>(k, out, parse, allowed, [&](const std::optional<TimeNs>& v) {
+      return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_duration(*v))
+                                       : std::string{};
+    });
+  }
+
+  // "auto" (nullopt) or a duration from lo to hi.
+  void auto_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi) {
+    const std::string allowed = fmt::format("\"auto\" or a duration from {} to {}",
+                                            format_duration(lo), format_duration(hi));
+    auto parse = [](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
+      if (t == "auto") return std::optional<TimeNs>{};
+      auto d = parse_duration(t);
+      if (!d) return std::unexpected(d.error());
+      return std::optional<TimeNs>{*d};
+    };
+    parsed<std::optional<TimeNs>>(k, out, parse, allowed, [&](const std::optional<TimeNs>& v) {
+      return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_duration(*v))
+                                       : std::string{};
+    });
+  }
+
+  // "auto" (nullopt) or an integer from lo to hi.
+  void auto_or_integer(std::string_view k, std::optional<std::uint32_t>& out, std::int64_t lo,
+                       std::int64_t hi) {
+    const toml::node* n = get(k);
+    if (n == nullptr) return;
+    const std::string allowed = fmt::format("\"auto\" or an integer from {} to {}", lo, hi);
+    if (const auto* str = n->as_string(); str != nullptr && str->get() == "auto") {
+      out.reset();
+      return;
+    }
+    const auto* i = n->as_integer();
+    if (i == nullptr) {
+      problem(n, k, fmt::format("is {}, expected {}", type_name(*n), allowed));
+    } else if (i->get() < lo || i->get() > hi) {
+      problem(n, k, fmt::format("{} is out of range (allowed: {})", i->get(), allowed));
+    } else {
+      out = static_cast<std::uint32_t>(i->get());
+    }
+  }
+
   void size(std::string_view k, std::uint64_t& out, std::uint64_t lo, std::uint64_t hi) {
     const std::string allowed =
         fmt::format("a size from {} to {}, e.g. \"512MiB\"", format_size(lo), format_size(hi));
@@ -331,6 +400,15 @@ class Section {
         fmt::format("a percentage above {}% up to 100%, e.g. \"90%\"", lo_exclusive * 100);
     parsed<double>(k, out, parse_percent, allowed, [&](const double& v) {
       return v <= lo_exclusive ? fmt::format("{}% is out of range", v * 100) : "";
+    });
+  }
+
+  // A percentage from lo to hi, both included.
+  void percent_in(std::string_view k, double& out, double lo, double hi) {
+    const std::string allowed =
+        fmt::format("a percentage from {}% to {}%, e.g. \"{}%\"", lo * 100, hi * 100, hi * 10);
+    parsed<double>(k, out, parse_percent, allowed, [&](const double& v) {
+      return v < lo || v > hi ? fmt::format("{}% is out of range", v * 100) : "";
     });
   }
 
@@ -513,6 +591,7 @@ constexpr std::uint64_t kTiB = 1ULL << 40;
 
 void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
+  s.optional_duration("promote_interval", d.promote_interval, 100 * kNsPerMs, kHour);
   s.finish();
 }
 
@@ -551,25 +630,23 @@ void read_telemetry(Section s, TelemetryConfig& t) {
 
 void read_sources(Parser& p, Section s, SourcesConfig& c) {
   const std::string allowed = choice_list(kSources);
-  std::vector<SourceKind> prefer;
-  const bool has_prefer =
-      s.array("prefer", allowed, [&](const toml::node& n, const std::string& k) {
-        const auto* str = n.as_string();
-        auto it = str == nullptr
-                      ? kSources.end()
-                      : std::ranges::find(kSources, std::string_view(str->get()),
-                                          &std::pair<std::string_view, SourceKind>::first);
-        if (it == kSources.end()) {
-          p.problem(line_of(n), k, fmt::format("is not a hotness source (allowed: {})", allowed));
-        } else if (std::ranges::find(prefer, it->second) != prefer.end()) {
-          p.problem(
-              line_of(n), k,
-              fmt::format("\"{}\" is listed twice (allowed: each of {} once)", it->first, allowed));
-        } else {
-          prefer.push_back(it->second);
-        }
-      });
-  if (has_prefer) c.prefer = prefer;
+  std::vector<SourceKind> use;
+  const bool has_use = s.array("use", allowed, [&](const toml::node& n, const std::string& k) {
+    const auto* str = n.as_string();
+    auto it = str == nullptr ? kSources.end()
+                             : std::ranges::find(kSources, std::string_view(str->get()),
+                                                 &std::pair<std::string_view, SourceKind>::first);
+    if (it == kSources.end()) {
+      p.problem(line_of(n), k, fmt::format("is not a hotness source (allowed: {})", allowed));
+    } else if (std::ranges::find(use, it->second) != use.end()) {
+      p.problem(
+          line_of(n), k,
+          fmt::format("\"{}\" is listed twice (allowed: each of {} once)", it->first, allowed));
+    } else {
+      use.push_back(it->second);
+    }
+  });
+  if (has_use) c.use = use;
   if (const toml::node* n = s.get("force")) {
     const auto* str = n->as_string();
     if (str != nullptr && str->get().empty()) {
@@ -587,30 +664,31 @@ void read_sources(Parser& p, Section s, SourcesConfig& c) {
   }
   s.integer("sample_period", c.sample_period, 1, 1'000'000'000);
   s.integer("max_samples_per_sec", c.max_samples_per_sec, 1, 10'000'000);
-  s.duration("damon_sample_interval", c.damon_sample_interval, 100'000, 10 * kNsPerSec);
-  s.duration("damon_aggr_interval", c.damon_aggr_interval, kNsPerMs, kMinute);
-  s.integer("damon_min_regions", c.damon_min_regions, 3, 1'000'000);
-  s.integer("damon_max_regions", c.damon_max_regions, 3, 1'000'000);
+  s.auto_or_duration("damon_sample_interval", c.damon_sample_interval, 100'000, 10 * kNsPerSec);
+  s.auto_or_duration("damon_aggr_interval", c.damon_aggr_interval, kNsPerMs, kMinute);
+  s.auto_or_integer("damon_min_regions", c.damon_min_regions, 3, 1'000'000);
+  s.auto_or_integer("damon_max_regions", c.damon_max_regions, 3, 1'000'000);
   s.duration("idle_scan_interval", c.idle_scan_interval, 100 * kNsPerMs, kHour);
   s.finish();
-  const toml::node* prefer_node = s.get("prefer");
-  const bool literally_empty = prefer_node != nullptr && prefer_node->as_array() != nullptr &&
-                               prefer_node->as_array()->empty();
+  const toml::node* use_node = s.get("use");
+  const bool literally_empty =
+      use_node != nullptr && use_node->as_array() != nullptr && use_node->as_array()->empty();
   if (literally_empty && !c.force) {
-    p.problem(s.line(), s.key("prefer"),
+    p.problem(s.line(), s.key("use"),
               fmt::format("is empty and no source is forced (allowed: some of {})", allowed));
   }
-  if (c.damon_min_regions > c.damon_max_regions) {
+  if (c.damon_min_regions && c.damon_max_regions && *c.damon_min_regions > *c.damon_max_regions) {
     p.problem(s.line(), s.key("damon_min_regions"),
               fmt::format("{} is above damon_max_regions {} (allowed: at most damon_max_regions)",
-                          c.damon_min_regions, c.damon_max_regions));
+                          *c.damon_min_regions, *c.damon_max_regions));
   }
-  if (c.damon_sample_interval > c.damon_aggr_interval) {
+  if (c.damon_sample_interval && c.damon_aggr_interval &&
+      *c.damon_sample_interval > *c.damon_aggr_interval) {
     p.problem(s.line(), s.key("damon_sample_interval"),
               fmt::format("{} is longer than damon_aggr_interval {} (allowed: at most "
                           "damon_aggr_interval)",
-                          format_duration(c.damon_sample_interval),
-                          format_duration(c.damon_aggr_interval)));
+                          format_duration(*c.damon_sample_interval),
+                          format_duration(*c.damon_aggr_interval)));
   }
 }
 
@@ -620,6 +698,23 @@ void read_limits(Section s, LimitsConfig& l) {
   s.size("migrate_burst", l.migrate_burst, kHugePageSize, kTiB);
   s.percent("cxl_fill_max", l.cxl_fill_max, 0.0);
   s.size("min_free", l.min_free, 0, kTiB);
+  s.percent_in("dram_headroom", l.dram_headroom, 0.0, 0.5);
+  s.finish();
+}
+
+void read_tiering(Section s, TieringConfig& t) {
+  const Choices<bool> modes{{"tiering", true}, {"keep", false}};
+  s.choice("numa_balancing", t.numa_balancing, modes);
+  s.keep_or_duration("promote_threshold", t.promote_threshold, kNsPerMs, kPromoteOnFirstAccess,
+                     "first-access", kPromoteOnFirstAccess);
+  s.keep_or_duration("scan_period_min", t.scan_period_min, kNsPerMs, 3600 * kNsPerSec);
+  s.keep_or_duration("scan_period_max", t.scan_period_max, kNsPerMs, 3600 * kNsPerSec);
+  if (t.scan_period_min && t.scan_period_max && *t.scan_period_min > *t.scan_period_max) {
+    s.problem(
+        s.get("scan_period_min"), "scan_period_min",
+        fmt::format("{} is above scan_period_max {} (allowed: min <= max)",
+                    format_duration(*t.scan_period_min), format_duration(*t.scan_period_max)));
+  }
   s.finish();
 }
 
@@ -661,6 +756,16 @@ std::size_t read_select(Parser& p, Section s, Selector& sel) {
 
 void read_group_policy(Parser& p, Section s, GroupPolicy& g) {
   s.optional_duration("cold_age", g.cold_age, kNsPerSec, 30 * kDay);
+  s.duration("cold_age_max", g.cold_age_max, kNsPerSec, 30 * kDay);
+  s.percent_in("misdemotion_target", g.misdemotion_target, 0.001, 1.0);
+  const toml::node* max_at = s.get("cold_age_max");
+  // Unset, the ceiling is never below the floor (a long cold_age alone stays valid).
+  if (g.cold_age && max_at == nullptr) g.cold_age_max = std::max(g.cold_age_max, *g.cold_age);
+  if (g.cold_age && g.cold_age_max < *g.cold_age) {
+    p.problem(line_of(*max_at), s.key("cold_age_max"),
+              fmt::format("{} is below cold_age {} (allowed: cold_age_max >= cold_age)",
+                          format_duration(g.cold_age_max), format_duration(*g.cold_age)));
+  }
   s.duration("half_life", g.half_life, 100 * kNsPerMs, kDay);
   s.boolean("promote", g.promote);
   s.number("promote_heat", g.promote_heat, 0.0, 1e9);
@@ -780,6 +885,9 @@ void read_root(Parser& p, Config& cfg, const toml::table& root) {
     read_sources(p, Section(p, *t, "sources"), cfg.sources);
   }
   if (const toml::table* t = s.table("limits")) read_limits(Section(p, *t, "limits"), cfg.limits);
+  if (const toml::table* t = s.table("tiering")) {
+    read_tiering(Section(p, *t, "tiering"), cfg.tiering);
+  }
   if (const toml::table* t = s.table("mover")) read_mover(Section(p, *t, "mover"), cfg.mover);
   std::set<std::string> names;
   const toml::node* groups = s.get("group");

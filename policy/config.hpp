@@ -58,6 +58,9 @@ std::vector<std::string> problem_lines(const ConfigProblems& problems,
 
 struct DaemonConfig {
   TimeNs interval = 5 * kNsPerSec;  // one collect -> plan -> move cycle
+  // Between steps: collect page-level evidence and promote what was accessed on a
+  // slow node (nothing else planned); nullopt: off.
+  std::optional<TimeNs> promote_interval = 1 * kNsPerSec;
 };
 
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
@@ -75,22 +78,24 @@ struct TelemetryConfig {
 };
 
 struct SourcesConfig {
-  // Tried in this order; the first one the host supports is used (kvtierd and
-  // `kvtierctl sources` both start from this default). DAMON comes before
-  // faults: faults show what is hot but never what is cold. pmu-soft (the
-  // software page-faults event) is left out: it sees what faults sees at a
-  // higher cost; name it to use it.
-  std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kDamon, SourceKind::kFault,
-                                    SourceKind::kIdlePage};
-  std::optional<SourceKind> force;     // use exactly this source, fail if unavailable
+  // Run together, each one the host supports (kvtierd and `kvtierctl sources`
+  // both start from this default), each for what it sees well: page-level
+  // evidence (pmu, faults: NUMA hint faults on slow-tier pages) confirms, vetoes
+  // and promotes; DAMON regions tell what stays in use in DRAM. pmu-soft (the
+  // software page-faults event) and idle (page_idle scans) are left out: they
+  // see what faults and DAMON see at a higher cost; name them to use them.
+  std::vector<SourceKind> use = {SourceKind::kPmu, SourceKind::kFault, SourceKind::kDamon};
+  std::optional<SourceKind> force;     // run exactly this source, fail if unavailable
   std::uint64_t sample_period = 1000;  // pmu, pmu-soft: events per sample
   // pmu, pmu-soft: sample budget, all targets together; checked at each
   // collect(), where the period grows to meet it (not an in-kernel cap).
   std::uint64_t max_samples_per_sec = 20000;
-  TimeNs damon_sample_interval = 5 * kNsPerMs;
-  TimeNs damon_aggr_interval = 100 * kNsPerMs;
-  std::uint32_t damon_min_regions = 10;
-  std::uint32_t damon_max_regions = 1000;
+  // DAMON over the tracked mappings; nullopt: "auto", sized by the daemon from
+  // the groups' cold_age and the memory tracked (agent/sources/damon_sizing.hpp).
+  std::optional<TimeNs> damon_sample_interval;
+  std::optional<TimeNs> damon_aggr_interval;
+  std::optional<std::uint32_t> damon_min_regions;
+  std::optional<std::uint32_t> damon_max_regions;
   TimeNs idle_scan_interval = 10 * kNsPerSec;
 };
 
@@ -98,7 +103,31 @@ struct LimitsConfig {
   std::uint64_t migrate_rate = 256ULL << 20;   // bytes per second, token bucket refill
   std::uint64_t migrate_burst = 256ULL << 20;  // bytes, token bucket depth
   double cxl_fill_max = 0.9;                   // share of a demotion node kvtier may fill
-  std::uint64_t min_free = 512ULL << 20;       // bytes left free on any node kvtier moves to
+  std::uint64_t min_free = 16ULL << 20;        // bytes left free on any node kvtier moves to
+  // Share of each DRAM node kept free for promotions (the kernel's in the fault
+  // path and kvtier's own): demote coldest first, anything idle for cold_age, to
+  // keep it; kvtier's own promotions leave half of it.
+  double dram_headroom = 0.03;
+};
+
+// A hot threshold so long that every NUMA hint fault on a slow-tier page promotes
+// it: kvtier judges coldness itself, so the first access after a demotion is
+// reason enough (the kernel's default of 1 s waits for a second fault).
+inline constexpr TimeNs kPromoteOnFirstAccess = 3600 * kNsPerSec;
+
+// The kernel's memory-tiering knobs kvtierd sets at start and puts back when it
+// stops (agent/host/numa_tiering.hpp); nullopt leaves a knob as the host has it.
+struct TieringConfig {
+  // OR the tiering mode into kernel.numa_balancing: the kernel unmaps slow-tier
+  // pages now and then, so accesses to them fault (NUMA hint faults).
+  bool numa_balancing = true;
+  // hot_threshold_ms: a hint fault promotes its page in the fault path if the page
+  // was unmapped less than this long ago.
+  std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;
+  // scan_period_min_ms / scan_period_max_ms: how often a task's slow-tier pages
+  // are unmapped, in the task's own CPU time.
+  std::optional<TimeNs> scan_period_min = 100 * kNsPerMs;
+  std::optional<TimeNs> scan_period_max = 1000 * kNsPerMs;
 };
 
 enum class MoverKind : std::uint8_t { kMovePages, kDamos, kDryRun };
@@ -123,15 +152,21 @@ struct Selector {
 };
 
 struct GroupPolicy {
-  std::optional<TimeNs> cold_age = 120 * kNsPerSec;  // nullopt: cold-age demotion off
-  TimeNs half_life = 10 * kNsPerSec;                 // heat decay
-  bool promote = true;                               // hot promotion on/off
-  double promote_heat = 2.0;                         // accesses/s per 4 KiB page
-  double demote_heat = 0.5;                          // never demote anything hotter
-  TimeNs min_residence = 60 * kNsPerSec;             // no move again before this
-  std::optional<std::uint64_t> dram_limit;           // bytes of the group on DRAM nodes, at most
-  std::optional<std::uint64_t> keep_free;            // bytes to keep free on each DRAM node
-  std::vector<AddrRange> exclude;                    // never moved
+  // Idle this long at least before anything is demoted; nullopt: cold-age demotion
+  // off. Mis-demotions raise the effective cold age above it, up to cold_age_max.
+  std::optional<TimeNs> cold_age = 10 * kNsPerSec;
+  TimeNs cold_age_max = 600 * kNsPerSec;
+  // Share of demoted bytes accessed again within cold_age that raises the
+  // effective cold age (a quarter of it lowers it again).
+  double misdemotion_target = 0.05;
+  TimeNs half_life = 10 * kNsPerSec;        // heat decay
+  bool promote = true;                      // promotion of accessed slow-tier pages on/off
+  double promote_heat = 2.0;                // also promote anything this hot (accesses/s/page)
+  double demote_heat = 0.5;                 // never demote anything hotter
+  TimeNs min_residence = 10 * kNsPerSec;    // a page moved to DRAM stays at least this long
+  std::optional<std::uint64_t> dram_limit;  // bytes of the group on DRAM nodes, at most
+  std::optional<std::uint64_t> keep_free;   // bytes to keep free on each DRAM node
+  std::vector<AddrRange> exclude;           // never moved
 };
 
 struct GroupConfig {
@@ -149,6 +184,7 @@ struct Config {
   TelemetryConfig telemetry;
   SourcesConfig sources;
   LimitsConfig limits;
+  TieringConfig tiering;
   MoverConfig mover;
   std::vector<GroupConfig> groups;
   // Full key path ("group[0].demotion_node") -> line, for problems found after parsing.
@@ -214,6 +250,16 @@ std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_vi
                                                                   const Topology* topo = nullptr);
 std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
                                                                    const Topology* topo = nullptr);
+
+// The DAMON intervals kvtierd uses: the config's, and for "auto" a sample every
+// tenth of the shortest cold_age of the groups (10 s when none has one) and an
+// aggregation every half of it: a page used once a second is then seen at every
+// check, and idle time is known to half a cold age.
+struct DamonIntervalsNs {
+  TimeNs sample = 0;
+  TimeNs aggr = 0;
+};
+DamonIntervalsNs damon_intervals(const Config& c);
 
 std::string_view source_name(SourceKind s);
 // The kind a name stands for ("pmu", "pmu-soft", "faults", "damon", "idle").

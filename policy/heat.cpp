@@ -49,7 +49,28 @@ Decay::Decay(TimeNs half_life)
   }
 }
 
-HeatTable::HeatTable(HeatParams params) : params_(params), decay_(params.half_life) {}
+HeatTable::HeatTable(HeatParams params)
+    : params_(params),
+      decay_(params.half_life),
+      misdemotion_ticks_(static_cast<std::uint32_t>(
+          std::min<TimeNs>((params.misdemotion_window + kTickNs - 1) / kTickNs, 0xffffffffU))) {}
+
+void HeatTable::touch(HeatState& s, std::uint32_t tick, std::uint64_t bytes) {
+  if ((s.flags & HeatState::kDemoted) != 0) {
+    s.flags &= static_cast<std::uint16_t>(~HeatState::kDemoted);
+    ++events_.touched_demoted_pages;
+    const bool soon = tick >= s.last_moved && tick - s.last_moved < misdemotion_ticks_;
+    if (soon) {
+      s.set_strikes(s.strikes() + 1);
+      events_.misdemoted_bytes += bytes;
+    } else {
+      // Cold when it went, in use again now: a reactivation, not a mistake.
+      s.set_strikes(0);
+      events_.reactivated_bytes += bytes;
+    }
+  }
+  s.flags |= HeatState::kTouched;
+}
 
 void HeatTable::add_events(HeatState& s, double events, std::uint32_t tick) const {
   const double added = events * decay_.per_event();
@@ -169,13 +190,15 @@ void HeatTable::add(const AccessSample& sample) {
                .first;
     }
     // Region heat is per page: one access is spread over the region's pages.
-    const double pages =
-        static_cast<double>(it->second.end - it->first) / static_cast<double>(kPageSize);
+    const std::uint64_t bytes = it->second.end - it->first;
+    const double pages = static_cast<double>(bytes) / static_cast<double>(kPageSize);
+    touch(it->second.state, tick, bytes);
     add_events(it->second.state, events / pages, tick);
     return;
   }
   HeatState& s = chunk_for(sample.addr).pages[(sample.addr % kHugePageSize) / kPageSize];
   if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
+  touch(s, tick, kPageSize);
   add_events(s, events, tick);
 }
 
@@ -188,6 +211,9 @@ void HeatTable::add(const RegionAccess& r) {
       .last_access = tick - static_cast<std::uint32_t>(std::min<std::uint64_t>(idle_ticks, tick)),
       .flags = HeatState::kTracked};
   const double events = r.nr_accesses;
+  const bool strong =
+      r.nr_accesses > 0 && params_.region_touch_share > 0 &&
+      static_cast<double>(r.nr_accesses) >= params_.region_touch_share * r.max_nr_accesses;
   if (params_.granularity == Granularity::kRegion) {
     const std::uint64_t a = page_down(r.range.start);
     const std::uint64_t b = page_up(r.range.end);
@@ -203,39 +229,57 @@ void HeatTable::add(const RegionAccess& r) {
     if (s == nullptr) return true;
     if (!s->tracked()) *s = fresh;
     if (events > 0) add_events(*s, events, tick);
+    if (strong) touch(*s, tick, kPageSize);
     return true;
   });
 }
+
+// Residency as read: memory that someone else moved (the kernel's promotion in
+// the fault path, reclaim's demotion) is no longer kvtier's demotion.
+void HeatTable::observe_node(HeatState& s, std::int16_t n, std::uint64_t bytes) {
+  if (s.node >= 0 && n >= 0 && s.node != n) {
+    if ((s.flags & HeatState::kTouched) != 0) events_.moved_by_kernel_bytes += bytes;
+    s.flags &= static_cast<std::uint16_t>(~(HeatState::kDemoted | HeatState::kTouched));
+  }
+  s.node = n;
+}
+
+namespace {
+
+void moved(HeatState& s, std::int16_t n, std::uint32_t tick, bool demotion) {
+  s.node = n;
+  s.last_moved = tick;
+  s.flags &= static_cast<std::uint16_t>(~(HeatState::kDemoted | HeatState::kTouched));
+  if (demotion) s.flags |= HeatState::kDemoted;
+}
+
+}  // namespace
 
 void HeatTable::set_node(AddrRange range, int node) {
   const auto n = static_cast<std::int16_t>(node);
   if (params_.granularity == Granularity::kRegion) {
     split_regions(page_down(range.start), page_up(range.end), 0, false);
-    for_each_region(range, [&](HeatState& s, std::uint64_t, std::uint64_t) { s.node = n; });
+    for_each_region(
+        range, [&](HeatState& s, std::uint64_t a, std::uint64_t b) { observe_node(s, n, b - a); });
     return;
   }
   for_each_page(range, [&](HeatState* s) {
-    if (s != nullptr && s->tracked()) s->node = n;
+    if (s != nullptr && s->tracked()) observe_node(*s, n, kPageSize);
     return false;
   });
 }
 
-void HeatTable::mark_moved(AddrRange range, int node, TimeNs now) {
+void HeatTable::mark_moved(AddrRange range, int node, TimeNs now, bool demotion) {
   const auto n = static_cast<std::int16_t>(node);
   const std::uint32_t tick = std::max<std::uint32_t>(to_tick(now), 1);
   if (params_.granularity == Granularity::kRegion) {
     split_regions(page_down(range.start), page_up(range.end), 0, false);
-    for_each_region(range, [&](HeatState& s, std::uint64_t, std::uint64_t) {
-      s.node = n;
-      s.last_moved = tick;
-    });
+    for_each_region(
+        range, [&](HeatState& s, std::uint64_t, std::uint64_t) { moved(s, n, tick, demotion); });
     return;
   }
   for_each_page(range, [&](HeatState* s) {
-    if (s != nullptr && s->tracked()) {
-      s->node = n;
-      s->last_moved = tick;
-    }
+    if (s != nullptr && s->tracked()) moved(*s, n, tick, demotion);
     return false;
   });
 }
@@ -259,7 +303,7 @@ void HeatTable::compact(TimeNs now, double tolerance) {
     const float np = decay_.heat_at(p.state, now_tick);
     const float nr = decay_.heat_at(r.state, now_tick);
     const bool alike =
-        p.end == it->first && p.state.node == r.state.node &&
+        p.end == it->first && p.state.node == r.state.node && p.state.flags == r.state.flags &&
         std::abs(np - nr) <= static_cast<float>(tolerance) * std::max(np, nr) + 1e-3F;
     if (!alike) {
       prev = it++;
@@ -285,22 +329,15 @@ std::optional<HeatUnit> HeatTable::at(std::uint64_t addr, TimeNs now) const {
     const HeatState& s = c->second.pages[(addr % kHugePageSize) / kPageSize];
     if (!s.tracked()) return std::nullopt;
     const std::uint64_t a = page_down(addr);
-    return HeatUnit{.range = {a, a + kPageSize},
-                    .heat = decay_.heat_at(s, tick),
-                    .last_access = s.last_access,
-                    .last_moved = s.last_moved,
-                    .node = s.node,
-                    .huge = c->second.huge};
+    HeatUnit u = unit_of(s, {a, a + kPageSize}, tick);
+    u.huge = c->second.huge;
+    return u;
   }
   auto it = regions_.upper_bound(addr);
   if (it == regions_.begin()) return std::nullopt;
   --it;
   if (it->second.end <= addr) return std::nullopt;
-  return HeatUnit{.range = {it->first, it->second.end},
-                  .heat = decay_.heat_at(it->second.state, tick),
-                  .last_access = it->second.state.last_access,
-                  .last_moved = it->second.state.last_moved,
-                  .node = it->second.state.node};
+  return unit_of(it->second.state, {it->first, it->second.end}, tick);
 }
 
 std::uint64_t HeatTable::tracked_bytes() const {

@@ -14,11 +14,13 @@
 // (a chunk flagged huge moves as one unit); kRegion keeps one entry per region
 // (split on reports, merged again by compact()), like DAMON.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "policy/types.hpp"
@@ -43,10 +45,24 @@ struct HeatState {
   std::uint32_t last_access = 0;  // tick of the last access (or of first tracking)
   std::uint32_t last_moved = 0;   // tick of the last move; 0: never moved
   std::int16_t node = -1;         // NUMA node; -1: unknown
-  std::uint16_t flags = 0;        // kTracked
+  std::uint16_t flags = 0;        // kTracked, kDemoted, kTouched, strikes
 
   static constexpr std::uint16_t kTracked = 1;
+  // The last move was a demotion by kvtier (mark_moved with demotion = true).
+  static constexpr std::uint16_t kDemoted = 2;
+  // A point sample (page-level evidence: a fault, a PMU sample) came since the last move.
+  static constexpr std::uint16_t kTouched = 4;
+  // Mis-demotions in a row (0-7): demotions followed by an access within the
+  // mis-demotion window. Each one doubles how long the page is protected.
+  static constexpr unsigned kStrikeShift = 3;
+  static constexpr std::uint16_t kStrikeMask = 7U << kStrikeShift;
+  static constexpr unsigned kMaxStrikes = 7;
   [[nodiscard]] bool tracked() const { return (flags & kTracked) != 0; }
+  [[nodiscard]] unsigned strikes() const { return (flags & kStrikeMask) >> kStrikeShift; }
+  void set_strikes(unsigned n) {
+    flags = static_cast<std::uint16_t>((flags & ~kStrikeMask) |
+                                       (std::min(n, kMaxStrikes) << kStrikeShift));
+  }
 };
 static_assert(sizeof(HeatState) == 16, "the heat model promises 16 bytes per tracked page");
 
@@ -82,6 +98,28 @@ struct HeatParams {
   Granularity granularity = Granularity::kPage;
   // DAMON's aggregation interval, to date a region's idle age (RegionAccess::age).
   TimeNs region_interval = 100'000'000;
+  // A demoted page accessed again within this long of its demotion was mis-demoted
+  // (the group's cold_age); 0: nothing is counted.
+  TimeNs misdemotion_window = 0;
+  // Page granularity: a region report found accessed in at least this share of
+  // its checks (nr_accesses / max_nr_accesses) also counts as touching every
+  // page in it, as a page-level sample would: on a slow node that is evidence to
+  // promote, on a demoted page a check of the demotion. A weaker report only
+  // keeps its pages warm (no demotion of what may be in use). 0: never.
+  double region_touch_share = 0.0;
+};
+
+// What the table learnt from samples about its demoted pages since the last
+// take_events(): bytes accessed again within the mis-demotion window of their
+// demotion (mis-demoted), and bytes accessed later (reactivated: cold when
+// demoted, in use again now).
+struct HeatEvents {
+  std::uint64_t misdemoted_bytes = 0;
+  std::uint64_t reactivated_bytes = 0;
+  std::uint64_t touched_demoted_pages = 0;  // point samples that hit a demoted page
+  // Memory touched since its last move and then found on another node that kvtier
+  // did not move it to (set_node): the kernel promoted it in the fault path.
+  std::uint64_t moved_by_kernel_bytes = 0;
 };
 
 // One movable unit as the planner sees it: a page, a huge page, or a region.
@@ -92,6 +130,9 @@ struct HeatUnit {
   std::uint32_t last_moved = 0;
   int node = -1;
   bool huge = false;
+  bool demoted = false;  // kvtier's last move of it was a demotion
+  bool touched = false;  // page-level evidence of an access since the last move
+  unsigned strikes = 0;  // mis-demotions in a row
 };
 
 class HeatTable {
@@ -111,8 +152,11 @@ class HeatTable {
   void add(const RegionAccess& r);
   // Residency as the agent last saw it (pagemap, move_pages status).
   void set_node(AddrRange range, int node);
-  // A move happened: new node, and the range may not move again for min_residence.
-  void mark_moved(AddrRange range, int node, TimeNs now);
+  // kvtier moved the range: new node, the time of the move (min_residence, the
+  // mis-demotion window), and whether it was a demotion.
+  void mark_moved(AddrRange range, int node, TimeNs now, bool demotion = false);
+  // What samples revealed about demoted pages since the last call.
+  HeatEvents take_events() { return std::exchange(events_, HeatEvents{}); }
   // Transparent huge pages (kPage): a huge chunk is planned as one 2 MiB unit.
   void set_huge(std::uint64_t addr, bool huge);
   // Every chunk is huge exactly when its base is in `blocks` (sorted), as the
@@ -140,6 +184,16 @@ class HeatTable {
   void for_each_unit(TimeNs now, F&& visit) const;
 
  private:
+  [[nodiscard]] HeatUnit unit_of(const HeatState& s, AddrRange range, std::uint32_t tick) const {
+    return HeatUnit{.range = range,
+                    .heat = decay_.heat_at(s, tick),
+                    .last_access = s.last_access,
+                    .last_moved = s.last_moved,
+                    .node = s.node,
+                    .demoted = (s.flags & HeatState::kDemoted) != 0,
+                    .touched = (s.flags & HeatState::kTouched) != 0,
+                    .strikes = s.strikes()};
+  }
   struct Chunk {
     bool huge = false;
     std::unique_ptr<HeatState[]> pages;  // kPagesPerChunk entries
@@ -150,6 +204,9 @@ class HeatTable {
   };
 
   void add_events(HeatState& s, double events, std::uint32_t tick) const;
+  // Page-level evidence of an access to `bytes` of memory in state `s` at `tick`.
+  void touch(HeatState& s, std::uint32_t tick, std::uint64_t bytes);
+  void observe_node(HeatState& s, std::int16_t n, std::uint64_t bytes);
   Chunk& chunk_for(std::uint64_t addr);
   // kRegion: makes region boundaries at a and b (splitting), tracking gaps in [a, b).
   void split_regions(std::uint64_t a, std::uint64_t b, std::uint32_t tick, bool fill_gaps);
@@ -160,6 +217,8 @@ class HeatTable {
 
   HeatParams params_;
   Decay decay_;
+  std::uint32_t misdemotion_ticks_;
+  HeatEvents events_;
   std::map<std::uint64_t, Chunk> chunks_;    // kPage: by 2 MiB-aligned base
   std::map<std::uint64_t, Region> regions_;  // kRegion: by start
 };
@@ -181,6 +240,9 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
         if (!any || s.last_moved > u.last_moved) u.last_moved = s.last_moved;
         // Pages of one huge page share a node; a disagreement means unknown.
         u.node = !any || u.node == s.node ? s.node : -1;
+        u.demoted = u.demoted || (s.flags & HeatState::kDemoted) != 0;
+        u.touched = u.touched || (s.flags & HeatState::kTouched) != 0;
+        u.strikes = std::max(u.strikes, s.strikes());
         any = true;
       }
       if (any) visit(u);
@@ -190,19 +252,11 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
       const HeatState& s = pages[i];
       if (!s.tracked()) continue;
       const std::uint64_t a = base + i * kPageSize;
-      visit(HeatUnit{.range = {a, a + kPageSize},
-                     .heat = decay_.heat_at(s, tick),
-                     .last_access = s.last_access,
-                     .last_moved = s.last_moved,
-                     .node = s.node});
+      visit(unit_of(s, {a, a + kPageSize}, tick));
     }
   }
   for (const auto& [start, r] : regions_) {
-    visit(HeatUnit{.range = {start, r.end},
-                   .heat = decay_.heat_at(r.state, tick),
-                   .last_access = r.state.last_access,
-                   .last_moved = r.state.last_moved,
-                   .node = r.state.node});
+    visit(unit_of(r.state, {start, r.end}, tick));
   }
 }
 

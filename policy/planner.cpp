@@ -95,7 +95,7 @@ std::uint64_t heat_bits(float h) {
   return std::bit_cast<std::uint32_t>(std::max(h, 0.0F));
 }
 
-enum class Why : std::uint8_t { kColdAge, kDramLimit, kKeepFree, kPromote };
+enum class Why : std::uint8_t { kColdAge, kDramLimit, kKeepFree, kHeadroom, kPromote };
 
 struct Chosen {
   std::uint32_t target = 0;
@@ -113,11 +113,20 @@ struct GroupWork {
   const GroupConfig* cfg = nullptr;
   GroupRules rules;
   std::uint64_t dram_use = 0;
-  Smallest cold;
-  Smallest warm;
-  Smallest hot;
+  Smallest cold;     // kCold
+  Smallest cooling;  // kCooling: for DRAM headroom
+  Smallest warm;     // kWarm: for the group's own limits (dram_limit, keep_free)
+  Smallest hot;      // kAccessedOnSlow
   GroupWork(std::size_t i, const GroupConfig* c, GroupRules r, std::size_t k)
-      : index(i), cfg(c), rules(std::move(r)), cold(k), warm(k), hot(k) {}
+      : index(i), cfg(c), rules(std::move(r)), cold(k), cooling(k), warm(k), hot(k) {}
+};
+
+// What the room pass may take a candidate for.
+enum class Kind : std::uint8_t { kCold, kCooling, kWarm };
+struct Ranked {
+  Cand c;
+  Kind kind;
+  std::size_t cold_index;  // into the group's cold list (kCold only)
 };
 
 class Planner {
@@ -128,21 +137,75 @@ class Planner {
     for (const auto& n : topo_.nodes) {
       Node& st = nodes_[static_cast<std::size_t>(n.id)];
       st.present = true;
+      st.fast = n.has_cpus() && !facts_.slow(n.id) && facts_.demote_to(n.id) >= 0;
       st.total = n.mem_total_bytes;
       st.free = n.mem_free_bytes;
+      st.headroom = st.fast ? headroom_of(n) : 0;
     }
   }
 
   Plan run() {
+    make_groups();
+    for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
+    const auto [up, down] = group_orders();
+
+    // What waits for promotion comes first: its bytes count as room to make (an
+    // exchange of colder units for hotter ones) before the headroom is judged.
+    std::vector<std::vector<Cand>> hot(groups_.size());
+    for (GroupWork* g : down) {
+      hot[g->index] = std::move(g->hot).sorted();
+      add_demand(hot[g->index]);
+    }
+    std::vector<std::vector<Cand>> cold(groups_.size());
+    std::vector<std::vector<bool>> cold_taken(groups_.size());
+    for (GroupWork* g : up) {
+      cold[g->index] = std::move(g->cold).sorted();
+      cold_taken[g->index].assign(cold[g->index].size(), false);
+      room(*g, cold[g->index], cold_taken[g->index]);
+    }
+    headroom_notes();
+    for (GroupWork* g : down) promote(*g, hot[g->index]);
+    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
+    return finish();
+  }
+
+  // Promotions only, of the given units (the loop's fast path between steps):
+  // the same rule and the same limits, no demotion, no scan of every unit.
+  Plan run_promotions(std::span<const PromotionCandidate> cands) {
+    make_groups();
+    for (const auto& pc : cands) {
+      const TargetView& tv = s_.targets[pc.target];
+      if (tv.group >= groups_.size()) continue;
+      GroupWork& g = groups_[tv.group];
+      const HeatUnit& u = pc.unit;
+      if (g.rules.classify(u) != Rule::kAccessedOnSlow) continue;
+      g.hot.push(
+          Cand::make((~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                     u.range.start, u.node, static_cast<std::uint32_t>(pc.target),
+                     static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
+    }
+    const auto [up, down] = group_orders();
+    for (GroupWork* g : down) {
+      const std::vector<Cand> hot = std::move(g->hot).sorted();
+      promote(*g, hot);
+    }
+    return finish();
+  }
+
+ private:
+  void make_groups() {
     const std::size_t k = static_cast<std::size_t>(
         std::min<std::uint64_t>(budget_ / kPageSize + 1, std::uint64_t{1} << 26));
     groups_.reserve(s_.groups.size());
     for (std::size_t i = 0; i < s_.groups.size(); ++i) {
-      groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now), k);
+      const std::optional<TimeNs> cold_age =
+          i < s_.cold_age.size() ? std::optional<TimeNs>(s_.cold_age[i]) : std::nullopt;
+      groups_.emplace_back(i, &s_.groups[i], GroupRules(s_.groups[i], facts_, s_.now, cold_age), k);
     }
-    for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
+  }
 
-    // Low priority gives DRAM up first and gets it back last; file order breaks ties.
+  // Low priority gives DRAM up first and gets it back last; file order breaks ties.
+  std::pair<std::vector<GroupWork*>, std::vector<GroupWork*>> group_orders() {
     std::vector<GroupWork*> up;
     up.reserve(groups_.size());
     for (auto& g : groups_) up.push_back(&g);
@@ -153,26 +216,34 @@ class Planner {
     std::ranges::stable_sort(down, [](const GroupWork* a, const GroupWork* b) {
       return a->cfg->priority > b->cfg->priority;
     });
-
-    std::vector<std::vector<Cand>> cold(groups_.size());
-    std::vector<std::vector<bool>> cold_taken(groups_.size());
-    for (GroupWork* g : up) {
-      cold[g->index] = std::move(g->cold).sorted();
-      cold_taken[g->index].assign(cold[g->index].size(), false);
-      watermark(*g, cold[g->index], cold_taken[g->index]);
-    }
-    for (GroupWork* g : down) promote(*g);
-    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
-    return finish();
+    return {std::move(up), std::move(down)};
   }
 
- private:
   struct Node {
     bool present = false;
+    bool fast = false;  // a CPU node kvtier demotes from: keeps DRAM headroom
     std::uint64_t total = 0;
     std::uint64_t free = 0;
-    bool full = false;  // a demotion to it did not fit: later ones would not either
+    std::uint64_t headroom = 0;  // free memory the room pass keeps (fast nodes)
+    std::uint64_t demand = 0;    // bytes waiting to be promoted to it
+    bool full = false;           // a demotion to it did not fit: later ones would not either
   };
+
+  // Free memory a fast node keeps for promotions (the kernel's in the fault path,
+  // and kvtier's): limits.dram_headroom of it above min_free, which no move
+  // crosses. kvtier's own promotions use half of it at most.
+  [[nodiscard]] std::uint64_t headroom_of(const NumaNode& n) const {
+    return s_.limits.min_free + static_cast<std::uint64_t>(s_.limits.dram_headroom *
+                                                           static_cast<double>(n.mem_total_bytes));
+  }
+  // How much the room pass still has to free on node `id`: its headroom plus what
+  // waits to be promoted to it.
+  [[nodiscard]] std::uint64_t short_of_headroom(int id) {
+    const Node* n = node(id);
+    if (n == nullptr || !n->fast) return 0;
+    const std::uint64_t want = n->headroom + n->demand;
+    return n->free < want ? want - n->free : 0;
+  }
 
   Node* node(int id) {
     if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size()) return nullptr;
@@ -213,16 +284,15 @@ class Planner {
         s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
           const Rule rule = rules.classify(u);
           if (rule == Rule::kUnknownNode) return;
-          const bool slow =
-              rule == Rule::kHotOnSlow || rule == Rule::kStaysOnSlow ||
-              ((rule == Rule::kRecentlyMoved || rule == Rule::kExcluded) && rules.slow(u.node));
+          const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
+                            (rule == Rule::kExcluded && rules.slow(u.node));
           if (!slow) dram_use += u.range.bytes();
           const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-          if (rule == Rule::kCold || (rule == Rule::kWarm && take_warm)) {
+          if (rule == Rule::kCold || rule == Rule::kCooling || (rule == Rule::kWarm && take_warm)) {
             const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
                                       u.node, t, pages);
-            (rule == Rule::kCold ? g.cold : g.warm).push(c);
-          } else if (rule == Rule::kHotOnSlow) {
+            (rule == Rule::kCold ? g.cold : rule == Rule::kCooling ? g.cooling : g.warm).push(c);
+          } else if (rule == Rule::kAccessedOnSlow) {
             g.hot.push(Cand::make(
                 (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
                 u.range.start, u.node, t, pages));
@@ -279,31 +349,29 @@ class Planner {
     return true;
   }
 
-  void watermark(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& cold_taken) {
-    if (!g.rules.watermark()) return;
+  // Demotes what the limits call for, coldest first: the group's dram_limit and
+  // keep_free (any unit idle for less than demote_heat allows, warm ones too), and
+  // every fast node's DRAM headroom (units idle for cold_age at least: cold and
+  // cooling ones).
+  void room(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& cold_taken) {
     const GroupPolicy& pol = g.cfg->policy;
     std::uint64_t over =
         pol.dram_limit && g.dram_use > *pol.dram_limit ? g.dram_use - *pol.dram_limit : 0;
-    auto short_of = [&](int id) -> std::uint64_t {
+    auto short_keep = [&](int id) -> std::uint64_t {
       const Node* n = node(id);
       return pol.keep_free && n->free < *pol.keep_free ? *pol.keep_free - n->free : 0;
     };
-    const std::vector<Cand> warm = std::move(g.warm).sorted();
-    std::size_t ci = 0;
-    std::size_t wi = 0;
-    while (ci < cold.size() || wi < warm.size()) {
-      const bool from_cold = wi >= warm.size() || (ci < cold.size() && cold[ci] < warm[wi]);
-      const Cand& c = from_cold ? cold[ci] : warm[wi];
-      const std::size_t cold_index = ci;
-      (from_cold ? ci : wi)++;
-      const std::uint64_t short_here = short_of(c.node());
-      if (over == 0 && short_here == 0) continue;
-      const Why why = over > 0 ? Why::kDramLimit : Why::kKeepFree;
+    for (const Ranked& r : ranked(g, cold)) {
+      const Cand& c = r.c;
+      const bool limits = over > 0 || short_keep(c.node()) > 0;
+      const bool headroom = r.kind != Kind::kWarm && short_of_headroom(c.node()) > 0;
+      if (!limits && !headroom) continue;
+      const Why why = over > 0 ? Why::kDramLimit : limits ? Why::kKeepFree : Why::kHeadroom;
       if (!take(c, g.rules.demotion_dest(c.node()), why, true)) {
         if (budget_out_) break;
         continue;
       }
-      if (from_cold) cold_taken[cold_index] = true;
+      if (r.kind == Kind::kCold) cold_taken[r.cold_index] = true;
       over -= std::min(over, c.bytes());
       g.dram_use -= c.bytes();
     }
@@ -315,9 +383,45 @@ class Planner {
     }
   }
 
-  void promote(GroupWork& g) {
+  // The candidates of the room pass in one coldest-first order.
+  std::vector<Ranked> ranked(GroupWork& g, const std::vector<Cand>& cold) {
+    std::vector<Ranked> out;
+    out.reserve(cold.size());
+    for (std::size_t i = 0; i < cold.size(); ++i) out.push_back({cold[i], Kind::kCold, i});
+    for (const Cand& c : std::move(g.cooling).sorted()) out.push_back({c, Kind::kCooling, 0});
+    if (g.rules.watermark()) {
+      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Kind::kWarm, 0});
+    }
+    std::ranges::stable_sort(out, [](const Ranked& a, const Ranked& b) { return a.c < b.c; });
+    return out;
+  }
+
+  void headroom_notes() {
+    for (std::size_t id = 0; id < nodes_.size(); ++id) {
+      const std::uint64_t missing = short_of_headroom(static_cast<int>(id));
+      if (missing == 0) continue;
+      notes_.push_back(fmt::format(
+          "node {}: {} free, {} short of its DRAM headroom {} plus {} waiting for promotion: {}",
+          id, format_size(nodes_[id].free), format_size(missing), format_size(nodes_[id].headroom),
+          format_size(nodes_[id].demand),
+          budget_out_ ? "migration budget exhausted"
+                      : "nothing idle for cold_age or more left to demote"));
+    }
+  }
+
+  // Promotion demand per destination node, as far as the budget reaches.
+  void add_demand(const std::vector<Cand>& hot) {
+    std::uint64_t budget = budget_;
+    for (const Cand& c : hot) {
+      if (c.bytes() > budget) break;
+      budget -= c.bytes();
+      Node* dst = node(promotion_dest(s_.targets[c.target], c.node()));
+      if (dst != nullptr) dst->demand += c.bytes();
+    }
+  }
+
+  void promote(GroupWork& g, const std::vector<Cand>& hot) {
     const GroupPolicy& pol = g.cfg->policy;
-    std::vector<Cand> hot = std::move(g.hot).sorted();
     std::size_t left = 0;
     for (const Cand& c : hot) {
       if (budget_out_) {
@@ -333,6 +437,13 @@ class Planner {
         continue;
       }
       if (pol.keep_free && (dst->free < c.bytes() || dst->free - c.bytes() < *pol.keep_free)) {
+        ++left;
+        continue;
+      }
+      // Half the DRAM headroom stays for the kernel's promotions in the fault path.
+      const std::uint64_t keep =
+          s_.limits.min_free + (dst->headroom - std::min(dst->headroom, s_.limits.min_free)) / 2;
+      if (dst->free < c.bytes() + keep) {
         ++left;
         continue;
       }
@@ -355,6 +466,12 @@ class Planner {
     }
   }
 
+  [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target) const {
+    const std::size_t g = s_.targets[target].group;
+    const TimeNs configured = s_.groups[g].policy.cold_age.value_or(0);
+    return g < s_.cold_age.size() ? std::max(configured, s_.cold_age[g]) : configured;
+  }
+
   std::string describe(const Chosen& c, std::uint64_t bytes, float max_heat,
                        std::uint32_t newest_access) {
     const TargetView& tv = s_.targets[c.target];
@@ -364,9 +481,9 @@ class Planner {
     const std::string size = format_size(bytes);
     switch (c.why) {
       case Why::kColdAge:
-        return fmt::format("idle {} >= cold_age {}; heat {:.2f}/s <= demote_heat {:.2f}/s; {}",
-                           format_duration(idle), format_duration(*g.policy.cold_age), max_heat,
-                           g.policy.demote_heat, size);
+        return fmt::format("idle {} >= cold age {}; heat {:.2f}/s <= demote_heat {:.2f}/s; {}",
+                           format_duration(idle), format_duration(effective_cold_age(c.target)),
+                           max_heat, g.policy.demote_heat, size);
       case Why::kDramLimit:
         return fmt::format(
             "group {} DRAM use above dram_limit {}: coldest first; heat {:.2f}/s; {}", g.name,
@@ -374,9 +491,16 @@ class Planner {
       case Why::kKeepFree:
         return fmt::format("node {} free below keep_free {}: coldest first; heat {:.2f}/s; {}",
                            c.from, format_size(*g.policy.keep_free), max_heat, size);
+      case Why::kHeadroom:
+        return fmt::format(
+            "node {} free below its DRAM headroom {} plus {} waiting for promotion: coldest "
+            "first, idle {} >= cold_age {}; {}",
+            c.from, format_size(nodes_[static_cast<std::size_t>(c.from)].headroom),
+            format_size(nodes_[static_cast<std::size_t>(c.from)].demand), format_duration(idle),
+            format_duration(*g.policy.cold_age), size);
       case Why::kPromote:
-        return fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s on slow node {}; {}", max_heat,
-                           g.policy.promote_heat, c.from, size);
+        return fmt::format("accessed on slow node {} since it was moved there (last {} ago); {}",
+                           c.from, format_duration(idle), size);
     }
     return "";
   }
@@ -404,9 +528,10 @@ class Planner {
         newest = std::max(newest, c.last_access);
       }
       const TargetView& tv = s_.targets[first.target];
-      const MoveReason reason = first.why == Why::kColdAge   ? MoveReason::kColdAge
-                                : first.why == Why::kPromote ? MoveReason::kHotPromotion
-                                                             : MoveReason::kWatermark;
+      const MoveReason reason = first.why == Why::kColdAge    ? MoveReason::kColdAge
+                                : first.why == Why::kPromote  ? MoveReason::kHotPromotion
+                                : first.why == Why::kHeadroom ? MoveReason::kHeadroom
+                                                              : MoveReason::kWatermark;
       (reason == MoveReason::kHotPromotion ? out.promote_bytes : out.demote_bytes) +=
           end - first.start;
       out.moves.push_back(PlannedMove{.pid = tv.pid,
@@ -454,6 +579,11 @@ Plan plan(const Snapshot& snap) {
     return p;
   }
   return Planner(snap).run();
+}
+
+Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates) {
+  if (snap.topology == nullptr) return {};
+  return Planner(snap).run_promotions(candidates);
 }
 
 }  // namespace kvtier::policy

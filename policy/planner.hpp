@@ -51,8 +51,23 @@ struct Snapshot {
   std::vector<TargetView> targets;
   TimeNs now = 0;                  // CLOCK_MONOTONIC, the heat tables' clock
   std::uint64_t budget_bytes = 0;  // what may move now (TokenBucket::available())
+  // Per group (index as in groups): its effective cold age now, never below the
+  // configured cold_age (ColdAgeTuner). Shorter than groups: the configured one.
+  std::vector<TimeNs> cold_age;
 };
 
 Plan plan(const Snapshot& snap);
+
+// A unit of snap.targets[target] that page-level evidence says was accessed on a
+// slow node: the loop's fast path asks for its promotion between steps.
+struct PromotionCandidate {
+  std::size_t target = 0;
+  HeatUnit unit;
+};
+
+// Promotions only, of these units: the same rule (kAccessedOnSlow) and limits
+// (budget, min_free, half the DRAM headroom) as plan(), without demotions and
+// without visiting every unit of every target.
+Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates);
 
 }  // namespace kvtier::policy

@@ -42,7 +42,8 @@ std::uint32_t ceil_ticks(TimeNs t) {
 
 }  // namespace
 
-GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now)
+GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now,
+                       std::optional<TimeNs> cold_age)
     : name_(group.name),
       policy_(group.policy),
       now_(now),
@@ -54,7 +55,11 @@ GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs 
       promote_(group.policy.promote),
       watermark_(group.policy.dram_limit.has_value() || group.policy.keep_free.has_value()),
       exclude_(group.policy.exclude) {
-  if (cold_on_) cold_ticks_ = ceil_ticks(*group.policy.cold_age);
+  if (cold_on_) {
+    cold_ticks_ = ceil_ticks(*group.policy.cold_age);
+    effective_ticks_ = std::max(cold_ticks_, cold_age ? ceil_ticks(*cold_age) : cold_ticks_);
+    policy_.cold_age = from_tick(effective_ticks_);
+  }
   std::ranges::sort(exclude_, {}, &AddrRange::start);
   const std::optional<int> own = group.demotion_node;
   const std::size_t n = nodes.size();
@@ -86,25 +91,30 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
   const GroupPolicy& pol = policy_;
   const TimeNs last = from_tick(u.last_access);
   const TimeNs idle = now_ > last ? now_ - last : 0;
+  const auto dur = [](std::uint32_t ticks) { return format_duration(from_tick(ticks)); };
   switch (rule) {
     case Rule::kUnknownNode:
       return u.node < 0 ? "not resident (never touched, or swapped out): nothing to move"
                         : fmt::format("on node {}, which the topology does not list", u.node);
+    case Rule::kExcluded:
+      return "excluded by the config: never moved";
+    case Rule::kAccessedOnSlow:
+      return fmt::format(
+          "accessed on the slow node since it was moved there ({}): waiting for migration "
+          "budget or DRAM room (see plan notes)",
+          u.touched
+              ? "page-level evidence"
+              : fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s", u.heat, pol.promote_heat));
+    case Rule::kStaysOnSlow:
+      return pol.promote ? fmt::format("cold on the slow node: not accessed since it came, idle {}",
+                                       format_duration(idle))
+                         : "on the slow node: promotion is off for this group";
     case Rule::kRecentlyMoved:
       return fmt::format("moved less than min_residence {} ago",
                          format_duration(pol.min_residence));
-    case Rule::kExcluded:
-      return "excluded by the config: never moved";
-    case Rule::kHotOnSlow:
-      return fmt::format(
-          "hot on the slow node (heat {:.2f}/s >= promote_heat {:.2f}/s): waiting for migration "
-          "budget or DRAM room (see plan notes)",
-          u.heat, pol.promote_heat);
-    case Rule::kStaysOnSlow:
-      return pol.promote
-                 ? fmt::format("cold on the slow node: heat {:.2f}/s < promote_heat {:.2f}/s",
-                               u.heat, pol.promote_heat)
-                 : "on the slow node: promotion is off for this group";
+    case Rule::kProtected:
+      return fmt::format("mis-demoted {} time(s) in a row: stays until {} after that demotion",
+                         u.strikes, dur(protected_until(u) - u.last_moved));
     case Rule::kHot:
       return fmt::format("hot: heat {:.2f}/s > demote_heat {:.2f}/s", u.heat, pol.demote_heat);
     case Rule::kNowhereToDemote:
@@ -113,18 +123,22 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
           "demotion_node",
           u.node, name_);
     case Rule::kWarm:
-      if (!pol.cold_age) {
+      if (!cold_on_) {
         return watermark_ ? "cold_age is off: demoted only while above dram_limit or keep_free"
                           : "cold_age is off and no dram_limit or keep_free: never demoted";
       }
-      return fmt::format("warm: idle {} < cold_age {}{}", format_duration(idle),
-                         format_duration(*pol.cold_age),
+      return fmt::format("warm: idle {} < cold_age {}{}", format_duration(idle), dur(cold_ticks_),
                          watermark_ ? "; demoted only while above dram_limit or keep_free" : "");
+    case Rule::kCooling:
+      return fmt::format(
+          "cooling: idle {} >= cold_age {} but < the effective cold age {} (raised by "
+          "mis-demotions): demoted only to keep DRAM headroom",
+          format_duration(idle), dur(cold_ticks_), dur(effective_ticks_));
     case Rule::kCold:
       return fmt::format(
-          "cold: eligible for demotion to node {}, waiting for budget or the fill limit (see "
-          "plan notes)",
-          demotion_dest(u.node));
+          "cold (idle {} >= {}): eligible for demotion to node {}, waiting for budget or the "
+          "fill limit (see plan notes)",
+          format_duration(idle), dur(effective_ticks_), demotion_dest(u.node));
   }
   return "?";
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,16 +23,21 @@ namespace kvtier::policy {
 // The rule that applies to a unit, in the order classify() tries them.
 enum class Rule : std::uint8_t {
   kUnknownNode,      // not resident (never touched, swapped out) or on an unknown node
-  kRecentlyMoved,    // moved less than min_residence ago: stays
   kExcluded,         // in a range the config excludes: never moved
-  kHotOnSlow,        // on a slow node, heat >= promote_heat: a promotion candidate
-  kStaysOnSlow,      // on a slow node, not hot enough to promote (or promotion off)
+  kAccessedOnSlow,   // on a slow node and accessed since it got there (page-level
+                     // evidence), or heat >= promote_heat: a promotion candidate
+  kStaysOnSlow,      // on a slow node, not accessed since (or promotion off)
+  kRecentlyMoved,    // on a fast node, moved here less than min_residence ago: stays
+  kProtected,        // on a fast node, mis-demoted lately: stays for a while that
+                     // doubles with every mis-demotion in a row
   kHot,              // on a fast node, heat > demote_heat: stays
   kNowhereToDemote,  // on a fast node that has no demotion node for this group
-  kWarm,             // on a fast node, idle < cold_age (or cold_age off): demoted only
-                     // under the DRAM watermark (dram_limit, keep_free)
-  kCold,             // on a fast node, idle >= cold_age, heat <= demote_heat: a demotion
-                     // candidate, coldest first
+  kWarm,             // on a fast node, idle < cold_age: demoted only under the group's
+                     // own limits (dram_limit, keep_free)
+  kCooling,          // on a fast node, cold_age <= idle < the effective cold age (raised
+                     // by mis-demotions): demoted only to keep DRAM headroom
+  kCold,             // on a fast node, idle >= the effective cold age: demoted, coldest
+                     // first
 };
 
 // What the rules need to know about the nodes: which exist, which are
@@ -57,23 +63,29 @@ class NodeFacts {
 // the planner calls classify() for every page.
 class GroupRules {
  public:
-  GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now);
+  // `cold_age`: the group's effective cold age now (policy.cold_age raised by the
+  // mis-demotion feedback; never below it); nullopt: the configured one.
+  GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now,
+             std::optional<TimeNs> cold_age = std::nullopt);
 
   [[nodiscard, gnu::always_inline]] Rule classify(const HeatUnit& u) const {
     const auto id = static_cast<std::size_t>(u.node);  // -1 wraps: unknown
     if (id >= slow_.size() || present_[id] == 0) return Rule::kUnknownNode;
+    if (!exclude_.empty() && excluded(u.range)) return Rule::kExcluded;
+    if (slow_[id] != 0) {
+      const bool accessed = u.touched || u.heat >= promote_heat_;
+      return promote_ && accessed ? Rule::kAccessedOnSlow : Rule::kStaysOnSlow;
+    }
     if (u.last_moved != 0 && now_tick_ - std::min(now_tick_, u.last_moved) < residence_ticks_) {
       return Rule::kRecentlyMoved;
     }
-    if (!exclude_.empty() && excluded(u.range)) return Rule::kExcluded;
-    if (slow_[id] != 0) {
-      return promote_ && u.heat >= promote_heat_ ? Rule::kHotOnSlow : Rule::kStaysOnSlow;
-    }
+    if (u.strikes > 0 && now_tick_ < protected_until(u)) return Rule::kProtected;
     if (u.heat > demote_heat_) return Rule::kHot;
     if (demote_to_[id] < 0) return Rule::kNowhereToDemote;
-    const bool cold =
-        cold_on_ && now_tick_ >= u.last_access && now_tick_ - u.last_access >= cold_ticks_;
-    return cold ? Rule::kCold : Rule::kWarm;
+    if (!cold_on_) return Rule::kWarm;
+    const std::uint32_t idle = now_tick_ - std::min(now_tick_, u.last_access);
+    if (idle < cold_ticks_) return Rule::kWarm;
+    return idle < effective_ticks_ ? Rule::kCooling : Rule::kCold;
   }
 
   // For this group: a demotion target, or the group's own demotion_node.
@@ -90,6 +102,13 @@ class GroupRules {
   }
   // dram_limit or keep_free set: warm units may be demoted too.
   [[nodiscard]] bool watermark() const { return watermark_; }
+  // The tick until which a mis-demoted unit stays: cold_age << strikes after the
+  // demotion that went wrong.
+  [[nodiscard]] std::uint32_t protected_until(const HeatUnit& u) const {
+    const std::uint64_t span = std::uint64_t{cold_ticks_ ? cold_ticks_ : residence_ticks_}
+                               << std::min(u.strikes, 16U);
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(u.last_moved + span, 0xffffffffU));
+  }
 
   // The verdict in words (what explain shows for a unit no move covers).
   [[nodiscard]] std::string words(Rule rule, const HeatUnit& u) const;
@@ -102,6 +121,7 @@ class GroupRules {
   TimeNs now_;
   std::uint32_t now_tick_;
   std::uint32_t cold_ticks_ = 0;
+  std::uint32_t effective_ticks_ = 0;
   std::uint32_t residence_ticks_ = 0;
   float demote_heat_;
   float promote_heat_;

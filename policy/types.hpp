@@ -41,7 +41,8 @@ enum class SourceKind : std::uint8_t {
 struct AccessSample {
   Pid pid = 0;
   std::uint64_t addr = 0;
-  TimeNs time = 0;
+  TimeNs time = 0;        // the latest access the sample stands for
+  TimeNs first_time = 0;  // the first one (0: the same as time)
   std::uint32_t weight = 1;
   SourceKind source = SourceKind::kPmu;
 };
@@ -62,7 +63,8 @@ struct RegionAccess {
 enum class MoveReason : std::uint8_t {
   kColdAge,       // not accessed for longer than the cold age
   kWatermark,     // DRAM use above the watermark: coldest first
-  kHotPromotion,  // hot again on the slow node
+  kHeadroom,      // a DRAM node below its headroom: coldest first
+  kHotPromotion,  // accessed again on the slow node
   kManual,        // asked for by an operator or a test
 };
 

@@ -53,18 +53,18 @@ int check(const std::string& file, bool use_topology, const Globals& g) {
   }
   const policy::Config& cfg = compiled->config;
   std::cout << fmt::format("{}: OK\n", file);
-  std::vector<std::string_view> prefer;
-  prefer.reserve(cfg.sources.prefer.size());
-  for (auto s : cfg.sources.prefer) prefer.push_back(policy::source_name(s));
+  std::vector<std::string_view> use;
+  use.reserve(cfg.sources.use.size());
+  for (auto s : cfg.sources.use) use.push_back(policy::source_name(s));
   std::cout << fmt::format(
       "  interval {}, mover {}, migrate {}/s (burst {}), cxl_fill_max {:.0f}%, min_free {}\n",
       policy::format_duration(cfg.daemon.interval), policy::mover_name(cfg.mover.kind),
       policy::format_size(cfg.limits.migrate_rate), policy::format_size(cfg.limits.migrate_burst),
       cfg.limits.cxl_fill_max * 100, policy::format_size(cfg.limits.min_free));
-  std::cout << fmt::format("  sources: {}\n",
-                           cfg.sources.force
-                               ? fmt::format("forced {}", policy::source_name(*cfg.sources.force))
-                               : fmt::format("prefer {}", fmt::join(prefer, ", ")));
+  std::cout << fmt::format(
+      "  sources: {}\n",
+      cfg.sources.force ? fmt::format("forced {}", policy::source_name(*cfg.sources.force))
+                        : fmt::format("use {} (each the host supports)", fmt::join(use, ", ")));
   for (const auto& cg : compiled->match_order) {
     const policy::GroupConfig& grp = cfg.groups[cg.index];
     const auto& p = grp.policy;

@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "agent/ctl/ask.hpp"
 #include "agent/ctl/command.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent::ctl {
 namespace {
@@ -22,6 +24,44 @@ std::string duration_text(double seconds) {
   if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
   if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
   return fmt::format("{}d{:02}h", s / 86400, (s % 86400) / 3600);
+}
+
+// One line per group: the placement feedback (docs/operate.md, loop.placement).
+void print_placement(const json& loop) {
+  for (const auto& g : loop.value("placement", json::array())) {
+    const auto bytes = [&](const char* key) {
+      return policy::format_size(get_or<std::uint64_t>(g, key, 0));
+    };
+    fmt::print(
+        "  {:<11} group {}: cold age {}, mis-demoted {:.1f}% of {} lately; demoted {}, promoted "
+        "{} (kernel {}), slow-tier touches {}\n",
+        "placement", get_or<std::string>(g, "group", "?"),
+        duration_text(get_or(g, "effective_cold_age_s", 0.0)),
+        100.0 * get_or(g, "misdemotion_ratio", 0.0), bytes("window_demoted_bytes"),
+        bytes("demoted_bytes"), bytes("promoted_bytes"), bytes("kernel_promoted_bytes"),
+        get_or<std::uint64_t>(g, "slow_tier_touches", 0));
+  }
+  std::map<std::string, std::uint64_t> hot;
+  for (const auto& target : loop.value("targets", json::array())) {
+    const json per_node = target.value("hot_bytes_per_node", json::object());
+    for (const auto& [node, bytes] : per_node.items()) {
+      if (bytes.is_number_unsigned()) hot[node] += bytes.get<std::uint64_t>();
+    }
+  }
+  std::string hot_text;
+  for (const auto& [node, bytes] : hot) {
+    hot_text +=
+        fmt::format("{}node {} {}", hot_text.empty() ? "" : ", ", node, policy::format_size(bytes));
+  }
+  fmt::print("  {:<11} {}\n", "hot", hot_text.empty() ? "none" : hot_text);
+  const json t = loop.value("tiering", json::object());
+  if (auto err = get_or<std::string>(t, "error", ""); !err.empty()) {
+    fmt::print("  {:<11} not set: {}\n", "tiering", err);
+  } else if (t.contains("tiering_mode")) {
+    fmt::print("  {:<11} NUMA balancing tiering mode {}, {} knob(s) changed by kvtierd\n",
+               "tiering", get_or(t, "tiering_mode", false) ? "on" : "off",
+               t.value("changed", json::array()).size());
+  }
 }
 
 void print_status(const json& st) {
@@ -39,6 +79,7 @@ void print_status(const json& st) {
   if (auto err = get_or<std::string>(st, "last_step_error", ""); !err.empty()) {
     fmt::print("  {:<11} {}\n", "last error", err);
   }
+  print_placement(loop);
   fmt::print("  {:<11} {} ({} rejected)\n", "reloads", get_or<std::uint64_t>(st, "reloads", 0),
              get_or<std::uint64_t>(st, "reloads_rejected", 0));
   for (const auto& e : st.value("last_reload_errors", json::array())) {
@@ -59,9 +100,10 @@ void print_status(const json& st) {
 void add_daemon_commands(CLI::App& app, Globals& g) {
   {
     auto json_out = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("status",
-                                   "Show whether kvtierd runs, its mode, steps, reloads "
-                                   "and endpoints");
+    auto* cmd =
+        app.add_subcommand("status",
+                           "Show whether kvtierd runs, its mode, steps, placement feedback, "
+                           "tiering knobs, reloads and endpoints");
     cmd->add_flag("--json", *json_out, "Print the daemon's answer as JSON");
     cmd->callback([&g, json_out] {
       ask(g, "status", "status", [&](const json& st) {

@@ -21,16 +21,19 @@ void add_sources_command(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "sources",
       "List the hotness sources (PMU, DAMON, faults, ...): whether each can run on this host and "
-      "why not, and which one kvtierd would pick with the default preference order");
+      "why not, and which ones kvtierd runs with the default sources.use");
   cmd->add_flag("--json", *json, "Print JSON instead of a table");
   cmd->callback([&g, json] {
     const HostPaths paths = g.paths();
     SourceRegistry reg;
     register_builtin_sources(reg, paths, SourceOptions{});
     const auto reports = probe_sources(reg);
-    auto choice = select_source(reg, {}, std::nullopt);
-    const std::string chosen = choice ? std::string(choice->source->name()) : std::string();
-    const std::string reason = choice ? choice->reason : choice.error().message;
+    auto choice = select_sources(reg, {}, std::nullopt);
+    std::vector<std::string> chosen;
+    if (choice) {
+      for (const auto& c : choice->sources) chosen.emplace_back(c.source->name());
+    }
+    const std::string reason = choice ? choice->summary : choice.error().message;
     const Availability procs = ProcessWatcher(paths).probe();
     const Availability migrate = MigrationCounter(paths).probe();
 
@@ -43,7 +46,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
                                 {"available", r.availability.ok},
                                 {"why", r.availability.why}});
       }
-      j["chosen"] = chosen.empty() ? nlohmann::json(nullptr) : nlohmann::json(chosen);
+      j["chosen"] = chosen;
       j["reason"] = reason;
       j["process_watcher"] = {{"available", procs.ok}, {"why", procs.why}};
       j["migration_counter"] = {{"available", migrate.ok}, {"why", migrate.why}};
@@ -56,7 +59,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
       }
       std::cout << fmt::format("\nprocess watcher: {}\nmigration counter: {}\n", procs.why,
                                migrate.why);
-      std::cout << fmt::format("kvtierd would use {}\n", reason);
+      std::cout << fmt::format("kvtierd would run {}\n", reason);
     }
     if (!choice) g.exit_code = kExitFailed;
   });

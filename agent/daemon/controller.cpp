@@ -18,6 +18,7 @@
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/sources/hotness_source.hpp"
@@ -26,11 +27,44 @@
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/planner.hpp"
+#include "policy/rules.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
+
+// A DAMON region found accessed in at least half of its checks counts as
+// touched page by page (HeatParams::region_touch_share): it promotes from a
+// slow node and checks demotions, beside the page-level sources. A weaker
+// report only keeps its pages from going cold.
+constexpr double kRegionTouchShare = 0.5;
+
+// How often every tracked page's node is read (between, only pages sampled).
+constexpr TimeNs kFullResidencyEvery = 30'000'000'000;
+
+// Sorted, coalesced page ranges of some page addresses.
+std::vector<AddrRange> page_runs(std::vector<std::uint64_t>& pages) {
+  std::ranges::sort(pages);
+  std::vector<AddrRange> out;
+  for (const std::uint64_t p : pages) {
+    if (!out.empty() && out.back().end >= p) {
+      out.back().end = std::max(out.back().end, p + kPageSize);
+    } else {
+      out.push_back({p, p + kPageSize});
+    }
+  }
+  return out;
+}
+
+// Bytes per node as the heat table knows them.
+std::map<int, std::uint64_t> bytes_per_node(const policy::HeatTable& heat, TimeNs now) {
+  std::map<int, std::uint64_t> out;
+  heat.for_each_unit(now, [&](const policy::HeatUnit& u) {
+    if (u.node >= 0) out[u.node] += u.range.bytes();
+  });
+  return out;
+}
 
 // Whether `addr` lies in one of `vmas` (sorted, disjoint).
 bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
@@ -51,13 +85,47 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   if (deps_.mover) state_.mover = deps_.mover->name();
   state_.observe_reason = deps_.observe_reason;
   state_.budget_bytes = bucket_.available();
+  reset_feedback();
+}
+
+void Controller::reset_feedback() {
+  state_.feedback.clear();
+  for (const auto& g : state_.config.config.groups) state_.feedback.emplace_back(g.policy);
 }
 
 Controller::~Controller() {
   shutdown();
 }
 
+// The config's [tiering] wishes, applied to the kernel; what could not be set is
+// kept as the error (status shows it) and the loop runs on without it.
+void Controller::apply_tiering() {
+  state_.tiering_applied = true;
+  if (!deps_.tiering) return;
+  const auto& c = state_.config.config.tiering;
+  const auto ms = [](std::optional<TimeNs> t) {
+    return t ? std::optional<std::uint64_t>(*t / 1'000'000) : std::nullopt;
+  };
+  auto changed = deps_.tiering->apply(TieringWish{.tiering_mode = c.numa_balancing,
+                                                  .hot_threshold_ms = ms(c.promote_threshold),
+                                                  .scan_period_min_ms = ms(c.scan_period_min),
+                                                  .scan_period_max_ms = ms(c.scan_period_max)});
+  if (changed) {
+    state_.tiering_error.clear();
+    for (const auto& line : *changed) spdlog::info("tiering: {}", line);
+    state_.tiering_changes.insert(state_.tiering_changes.end(), changed->begin(), changed->end());
+  } else {
+    state_.tiering_error = changed.error().message;
+    spdlog::warn("tiering: {}: accesses to demoted pages may go unseen and unpromoted",
+                 changed.error().message);
+  }
+  state_.tiering = deps_.tiering->read();
+}
+
 void Controller::shutdown() {
+  if (deps_.tiering) {
+    for (const auto& line : deps_.tiering->restore()) spdlog::info("tiering: {}", line);
+  }
   for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
     if (!state_.sources[i].started) continue;
     deps_.sources[i].source->stop();
@@ -74,10 +142,13 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
         return s.source->kind() == SourceKind::kDamon;
       });
   const auto& cfg = state_.config.config;
+  const auto& pol = cfg.groups[group].policy;
   return policy::HeatParams{
-      .half_life = cfg.groups[group].policy.half_life,
+      .half_life = pol.half_life,
       .granularity = regions ? policy::Granularity::kRegion : policy::Granularity::kPage,
-      .region_interval = cfg.sources.damon_aggr_interval};
+      .region_interval = policy::damon_intervals(cfg).aggr,
+      .misdemotion_window = pol.cold_age.value_or(0),
+      .region_touch_share = kRegionTouchShare};
 }
 
 void Controller::apply_config(policy::CompiledConfig config) {
@@ -88,16 +159,19 @@ void Controller::apply_config(policy::CompiledConfig config) {
   // and `explain` index the new config's groups with each target's group.
   targets_changed_ |=
       state_.targets.rematch(state_.config, [this](std::size_t g) { return heat_params(g); });
+  reset_feedback();
+  state_.tiering_applied = false;  // the next step applies [tiering] again
 }
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   ++state_.steps;
+  if (!state_.tiering_applied) apply_tiering();
   if (auto ok = discover(ctx.now, telemetry); !ok) return ok;
   ingest(ctx.now, telemetry);
   read_residency(ctx.now, telemetry);
   plan(ctx.now, telemetry);
-  if (may_move(ctx)) dispatch(ctx.now, telemetry);
-  record(ctx.now);
+  if (may_move(ctx)) dispatch(state_.last_plan.moves, ctx.now, telemetry);
+  record(ctx.now, telemetry);
   return {};
 }
 
@@ -112,6 +186,23 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
   state_.targets.track_vmas(now, host_bytes);
+  return tell_ranges();
+}
+
+// Sources that watch address ranges (DAMON) watch the mappings tracked.
+Result<void> Controller::tell_ranges() {
+  std::vector<TargetRanges> ranges;
+  for (const auto& [pid, t] : state_.targets.all()) {
+    ranges.push_back(TargetRanges{.pid = pid, .ranges = t.vmas});
+  }
+  for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+    if (!state_.sources[i].started) continue;
+    HotnessSource& src = *deps_.sources[i].source;
+    if (auto ok = src.set_ranges(ranges); !ok) {
+      state_.sources[i].error = ok.error().message;
+      return fail(fmt::format("source {}: {}", src.name(), ok.error().message), ok.error().code);
+    }
+  }
   return {};
 }
 
@@ -160,13 +251,23 @@ void Controller::ingest(TimeNs now, Telemetry& telemetry) {
 
 // Only what falls in tracked mappings counts: DAMON's regions span the gaps
 // between mappings and samples land on stacks and files, and heat there would
-// be tracked (and shown) but could never be moved.
+// be tracked (and shown) but could never be moved. A page-level sample of a page
+// on a slow node is the evidence that promotes it: its first one starts the
+// promotion latency's clock.
 void Controller::add_to_heat(const SourceBatch& batch) {
   std::uint64_t used = 0;
+  const policy::NodeFacts facts(state_.topology);
   for (const auto& s : batch.samples) {
     Target* t = state_.targets.find(s.pid);
     if (t == nullptr || !in_tracked(t->vmas, s.addr)) continue;
+    if (auto u = t->heat->at(s.addr, s.time); u && slow_for(facts, t->group, u->node)) {
+      ++state_.feedback[t->group].slow_touches;
+      const TimeNs first = s.first_time != 0 ? s.first_time : s.time;
+      auto [it, fresh] = t->first_slow_touch.try_emplace(u->range.start, first);
+      if (!fresh) it->second = std::min(it->second, first);
+    }
     t->heat->add(s);
+    t->touched_pages.push_back(s.addr & ~(kPageSize - 1));
     ++used;
   }
   for (const auto& r : batch.regions) {
@@ -188,37 +289,120 @@ void Controller::add_to_heat(const SourceBatch& batch) {
 }
 
 // Where every tracked page is (the heat table's nodes), which 2 MiB blocks are
-// huge pages (planned whole from now on), and bytes per node for telemetry.
+// huge pages (planned whole from now on), and bytes per node for telemetry. A
+// full read walks every tracked page (a move_pages status query each, the
+// loop's biggest cost), so it happens every kFullResidencyEvery; in between,
+// only the pages sampled this step are read again (the kernel may have promoted
+// them), and kvtier's own moves are known from the mover.
 void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
   std::map<Pid, std::map<int, std::uint64_t>> residency;
   for (auto& [pid, t] : state_.targets.all()) {
+    const bool full =
+        t.last_full_residency == 0 || now >= t.last_full_residency + kFullResidencyEvery;
     std::string error;
-    PageMap map = deps_.residency.map(pid, t.vmas, &error);
+    if (full) {
+      PageMap map = deps_.residency.map(pid, t.vmas, &error);
+      for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
+      t.heat->set_huge_blocks(map.huge_blocks);
+      t.bytes_per_node = std::move(map.bytes_per_node);
+      t.not_present_bytes = map.not_present_bytes;
+      t.huge_blocks = std::move(map.huge_blocks);
+      t.last_full_residency = now;
+    } else if (!t.touched_pages.empty()) {
+      refresh_touched(t, &error);
+      t.bytes_per_node = bytes_per_node(*t.heat, now);
+    }
+    t.touched_pages.clear();
     // Gone or not allowed: what was read counts; discover() drops it next step.
     if (!error.empty()) spdlog::debug("residency of {}: {}", pid, error);
-    for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
-    t.heat->set_huge_blocks(map.huge_blocks);
     if (t.heat->granularity() == policy::Granularity::kRegion) t.heat->compact(now);
-    t.bytes_per_node = std::move(map.bytes_per_node);
-    t.not_present_bytes = map.not_present_bytes;
-    t.huge_blocks = std::move(map.huge_blocks);
     residency[pid] = t.bytes_per_node;
+    take_heat_events(t, now);
   }
   telemetry.set_residency(residency);
 }
 
-void Controller::plan(TimeNs now, Telemetry& telemetry) {
+// The node of every page sampled since the last read (the kernel may have
+// promoted it in the fault path).
+void Controller::refresh_touched(Target& t, std::string* error) {
+  const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
+  t.touched_pages.clear();
+  PageMap map = deps_.residency.map(t.pid, ranges, error);
+  for (const auto& run : map.runs) {
+    if (run.node >= 0) t.heat->set_node(run.range, run.node);
+  }
+}
+
+// Between steps: page-level evidence in, and what it says was accessed on a
+// slow node goes back to DRAM now, by the same rule and within the same limits
+// as the step's plan (policy::plan_promotions), without planning anything else.
+Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemetry) {
+  if (state_.steps == 0 || !may_move(ctx)) return {};
+  const TimeNs now = ctx.now;
+  ingest(now, telemetry);
+  auto topo = read_topology(deps_.paths);
+  if (!topo) return std::unexpected(topo.error());
+  state_.topology = std::move(*topo);
+  std::vector<policy::PromotionCandidate> cands;
+  policy::Snapshot snap = snapshot(now);
+  for (std::size_t i = 0; i < snap.targets.size(); ++i) {
+    Target* t = state_.targets.find(snap.targets[i].pid);
+    if (!t->touched_pages.empty()) {
+      std::string error;
+      refresh_touched(*t, &error);
+    }
+    take_heat_events(*t, now);
+    for (const auto& [addr, first] : t->first_slow_touch) {
+      if (auto u = t->heat->at(addr, now)) cands.push_back({.target = i, .unit = *u});
+    }
+  }
+  if (cands.empty()) return {};
+  const Plan p = policy::plan_promotions(snap, cands);
+  dispatch(p.moves, now, telemetry);
+  return {};
+}
+
+// What the planner sees now: the topology of the last read, every target's
+// heat table, the budget, the groups' effective cold ages.
+policy::Snapshot Controller::snapshot(TimeNs now) {
   bucket_.refill(now);
   state_.budget_bytes = bucket_.available();
   policy::Snapshot snap{.topology = &state_.topology,
                         .groups = state_.config.config.groups,
                         .limits = state_.config.config.limits,
                         .now = now,
-                        .budget_bytes = state_.budget_bytes};
+                        .budget_bytes = state_.budget_bytes,
+                        .cold_age = state_.cold_ages()};
   for (auto& [pid, t] : state_.targets.all()) {
     snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
-    t.last_moves.clear();
   }
+  return snap;
+}
+
+// What the heat table learnt about demoted pages this step, for the group's
+// feedback; pages the kernel promoted no longer wait for kvtier.
+void Controller::take_heat_events(Target& t, TimeNs now) {
+  const policy::HeatEvents ev = t.heat->take_events();
+  GroupFeedback& fb = state_.feedback[t.group];
+  fb.misdemoted_bytes += ev.misdemoted_bytes;
+  fb.step_misdemoted += ev.misdemoted_bytes;
+  fb.reactivated_bytes += ev.reactivated_bytes;
+  fb.kernel_promoted_bytes += ev.moved_by_kernel_bytes;
+  const policy::NodeFacts facts(state_.topology);
+  std::erase_if(t.first_slow_touch, [&](const auto& kv) {
+    auto u = t.heat->at(kv.first, now);
+    return !u || !slow_for(facts, t.group, u->node);
+  });
+}
+
+bool Controller::slow_for(const policy::NodeFacts& facts, std::size_t group, int node) const {
+  const auto& own = state_.config.config.groups[group].demotion_node;
+  return facts.slow(node) || (own && *own == node);
+}
+
+void Controller::plan(TimeNs now, Telemetry& telemetry) {
+  const policy::Snapshot snap = snapshot(now);
+  for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
   state_.last_plan = policy::plan(snap);
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {
@@ -235,24 +419,25 @@ bool Controller::may_move(const StepContext& ctx) const {
 }
 
 // Consecutive moves of one target to one node go to the mover together.
-void Controller::dispatch(TimeNs now, Telemetry& telemetry) {
-  const auto& moves = state_.last_plan.moves;
+void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry) {
   std::vector<AddrRange> ranges;
   for (std::size_t i = 0; i < moves.size();) {
     std::size_t j = i;
     ranges.clear();
+    const bool promotion = moves[i].reason == MoveReason::kHotPromotion;
     while (j < moves.size() && moves[j].pid == moves[i].pid &&
-           moves[j].to_node == moves[i].to_node) {
+           moves[j].to_node == moves[i].to_node &&
+           (moves[j].reason == MoveReason::kHotPromotion) == promotion) {
       ranges.push_back(moves[j++].range);
     }
-    move(moves[i].pid, ranges, moves[i].to_node, now, telemetry);
+    move(moves[i].pid, ranges, moves[i].to_node, !promotion, now, telemetry);
     i = j;
   }
   state_.budget_bytes = bucket_.available();
 }
 
-void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, TimeNs now,
-                      Telemetry& telemetry) {
+void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, bool demotion,
+                      TimeNs now, Telemetry& telemetry) {
   Target* t = state_.targets.find(pid);
   const std::span<const std::uint64_t> huge = t != nullptr
                                                   ? std::span<const std::uint64_t>(t->huge_blocks)
@@ -264,7 +449,11 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, T
   bucket_.consume(std::min(st.bytes_moved, bucket_.available()));
   if (t != nullptr) {
     t->moved += st;
-    for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now);
+    for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now, demotion);
+    GroupFeedback& fb = state_.feedback[t->group];
+    (demotion ? fb.demoted_bytes : fb.promoted_bytes) += st.bytes_moved;
+    if (demotion) fb.step_demoted += st.bytes_moved;
+    if (!demotion) observe_promotions(*t, ranges, now, telemetry);
   }
   if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0) {
     spdlog::warn(
@@ -275,10 +464,49 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, T
   }
 }
 
-void Controller::record(TimeNs now) {
+// Promotion latency: from the first page-level touch on the slow node to the move.
+void Controller::observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
+                                    Telemetry& telemetry) {
+  for (const auto& r : ranges) {
+    auto it = t.first_slow_touch.lower_bound(r.start);
+    while (it != t.first_slow_touch.end() && it->first < r.end) {
+      const TimeNs waited = now > it->second ? now - it->second : 0;
+      telemetry.observe("kvtier_promotion_latency_seconds", {}, static_cast<double>(waited) / 1e9);
+      it = t.first_slow_touch.erase(it);
+    }
+  }
+}
+
+void Controller::record(TimeNs now, Telemetry& telemetry) {
   for (auto& [pid, t] : state_.targets.all()) {
     t.history.push_back(bin_heat(t, kHistoryBins, now));
     while (t.history.size() > kHistorySteps) t.history.pop_front();
+  }
+  for (std::size_t g = 0; g < state_.feedback.size(); ++g) {
+    GroupFeedback& fb = state_.feedback[g];
+    fb.tuner.record(now, std::exchange(fb.step_demoted, 0), std::exchange(fb.step_misdemoted, 0));
+  }
+  export_feedback(telemetry);
+  telemetry.set_hot_bytes(hot_bytes_per_node(state_, now));
+}
+
+// The groups' feedback as metrics (totals kept in the loop state, set each step).
+void Controller::export_feedback(Telemetry& telemetry) const {
+  for (std::size_t g = 0; g < state_.feedback.size(); ++g) {
+    const GroupFeedback& f = state_.feedback[g];
+    const std::string& name = state_.config.config.groups[g].name;
+    const MetricLabels group{{"group", name}};
+    const auto d = [](std::uint64_t v) { return static_cast<double>(v); };
+    telemetry.set("kvtier_demoted_bytes_total", group, d(f.demoted_bytes));
+    telemetry.set("kvtier_promoted_bytes_total", {{"group", name}, {"by", "kvtier"}},
+                  d(f.promoted_bytes));
+    telemetry.set("kvtier_promoted_bytes_total", {{"group", name}, {"by", "kernel"}},
+                  d(f.kernel_promoted_bytes));
+    telemetry.set("kvtier_misdemoted_bytes_total", group, d(f.misdemoted_bytes));
+    telemetry.set("kvtier_reactivated_bytes_total", group, d(f.reactivated_bytes));
+    telemetry.set("kvtier_slow_tier_touches_total", group, d(f.slow_touches));
+    telemetry.set("kvtier_misdemotion_ratio", group, f.tuner.ratio());
+    telemetry.set("kvtier_effective_cold_age_seconds", group, d(f.tuner.effective()) / 1e9);
   }
 }
 

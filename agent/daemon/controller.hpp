@@ -19,12 +19,15 @@
 #include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/planner.hpp"
+#include "policy/rules.hpp"
 
 namespace kvtier::agent {
 
@@ -47,6 +50,9 @@ struct ControllerDeps {
   ResidencyReader residency{system_move_pages(), 4096, std::make_shared<KpageflagsHugeProbe>()};
   // kvtierd's own pid is never a target.
   Pid self = 0;
+  // The kernel's tiering knobs: set from the config's [tiering] at the first
+  // step and at every reload, put back at shutdown. Null: left alone (tests).
+  std::unique_ptr<KernelTiering> tiering;
 };
 
 class Controller {
@@ -58,6 +64,9 @@ class Controller {
 
   // One iteration; `ctx.paused` plans but moves nothing.
   Result<void> step(const StepContext& ctx, Telemetry& telemetry);
+  // Between steps (DaemonHooks::promote): what page-level evidence says was
+  // accessed on a slow node is promoted now; nothing else is planned.
+  Result<void> promote_step(const StepContext& ctx, Telemetry& telemetry);
   // A new configuration (already validated). Targets are re-matched at once
   // (new processes join at the next step); a target that stays selected keeps
   // its heat unless its group's half-life changed.
@@ -73,13 +82,23 @@ class Controller {
   void ingest(TimeNs now, Telemetry& telemetry);
   void read_residency(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
-  void dispatch(TimeNs now, Telemetry& telemetry);
-  void record(TimeNs now);
+  void dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry);
+  void refresh_touched(Target& t, std::string* error);
+  [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
+  void record(TimeNs now, Telemetry& telemetry);
 
   Result<void> start_sources(bool targets_changed);
+  void apply_tiering();
+  Result<void> tell_ranges();
   void add_to_heat(const SourceBatch& batch);
-  void move(Pid pid, std::span<const AddrRange> ranges, int to_node, TimeNs now,
+  void move(Pid pid, std::span<const AddrRange> ranges, int to_node, bool demotion, TimeNs now,
             Telemetry& telemetry);
+  void observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
+                          Telemetry& telemetry);
+  void take_heat_events(Target& t, TimeNs now);
+  [[nodiscard]] bool slow_for(const policy::NodeFacts& facts, std::size_t group, int node) const;
+  void reset_feedback();
+  void export_feedback(Telemetry& telemetry) const;
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
 

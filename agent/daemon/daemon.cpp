@@ -116,6 +116,7 @@ Result<void> Daemon::start() {
       loop_->add_timer(std::chrono::nanoseconds(0), settings_.interval, [this] { step_now(); });
   if (!timer) return std::unexpected(timer.error());
   step_timer_ = *timer;
+  arm_promote_timer();
   if (auto wd = sd_.watchdog_interval()) {
     auto wt = loop_->add_timer(std::chrono::nanoseconds(0), *wd, [this] { sd_.watchdog(); });
     if (!wt) return std::unexpected(wt.error());
@@ -145,8 +146,10 @@ Result<void> Daemon::run() {
     }
   }
   if (step_timer_) loop_->remove_timer(*step_timer_);
+  if (promote_timer_) loop_->remove_timer(*promote_timer_);
   if (watchdog_timer_) loop_->remove_timer(*watchdog_timer_);
   step_timer_.reset();
+  promote_timer_.reset();
   watchdog_timer_.reset();
   exporter_.reset();
   server_.reset();  // removes the socket file
@@ -216,6 +219,7 @@ bool Daemon::reload() {
       spdlog::error("reload: cannot change the interval: {}", r.error().message);
     }
   }
+  if (settings_.promote_interval != old.promote_interval && started_) arm_promote_timer();
   if (settings_.prometheus_enabled != old.prometheus_enabled ||
       settings_.prometheus_listen != old.prometheus_listen ||
       settings_.prometheus_allow_non_loopback != old.prometheus_allow_non_loopback) {
@@ -279,6 +283,33 @@ void Daemon::step_now() {
     last_step_error_.clear();
   }
   publish_status();
+}
+
+// The fast promotion tick: armed when the hook and an interval are there.
+void Daemon::arm_promote_timer() {
+  if (promote_timer_) loop_->remove_timer(*promote_timer_);
+  promote_timer_.reset();
+  if (!hooks_.promote || settings_.promote_interval.count() <= 0) return;
+  auto t = loop_->add_timer(settings_.promote_interval, settings_.promote_interval,
+                            [this] { promote_now(); });
+  if (t) {
+    promote_timer_ = *t;
+  } else {
+    spdlog::error("promotion tick: {}", t.error().message);
+  }
+}
+
+// Errors of the tick are the step's too (the same sources, the same mover): the
+// step reports them; a tick only logs at debug level.
+void Daemon::promote_now() {
+  if (paused_) return;
+  try {
+    if (auto r = hooks_.promote(StepContext{.now = monotonic_now()}, telemetry_); !r) {
+      spdlog::debug("promotion tick: {}", r.error().message);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("promotion tick threw: {}", e.what());
+  }
 }
 
 void Daemon::publish_status() {

@@ -35,6 +35,9 @@ struct DaemonHooks {
   // One control-loop iteration. An error is logged (once per distinct
   // message) and counted; the loop goes on at the next interval.
   std::function<Result<void>(const StepContext&, Telemetry&)> step;
+  // Between steps, every DaemonSettings::promote_interval (when set): promote
+  // what was accessed on a slow node. Optional.
+  std::function<Result<void>(const StepContext&, Telemetry&)> promote;
   // SIGHUP: re-read the configuration and return the daemon's part of it.
   // Return the errors (one per line) to keep the running configuration; the
   // hook must then leave its own state untouched too.
@@ -95,6 +98,8 @@ class Daemon {
   void register_builtin_commands();
   void apply_prometheus();
   void publish_status();
+  void promote_now();
+  void arm_promote_timer();
   void on_signal(int signo);
 
   DaemonSettings settings_;
@@ -106,6 +111,7 @@ class Daemon {
   std::unique_ptr<PrometheusExporter> exporter_;
   std::map<std::string, ControlServer::Handler> commands_;
   std::optional<EventLoop::TimerId> step_timer_;
+  std::optional<EventLoop::TimerId> promote_timer_;
   std::optional<EventLoop::TimerId> watchdog_timer_;
   bool started_ = false;
   bool shut_down_ = false;

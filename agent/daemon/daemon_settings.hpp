@@ -21,6 +21,8 @@ struct DaemonSettings {
   std::string prometheus_listen = "127.0.0.1:9464";
   bool prometheus_allow_non_loopback = false;
   std::chrono::milliseconds interval{1000};
+  // The fast promotion tick between steps; 0: off.
+  std::chrono::milliseconds promote_interval{0};
   std::string log_level = "info";
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;

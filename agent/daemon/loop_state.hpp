@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "agent/daemon/target_set.hpp"
+#include "agent/host/numa_tiering.hpp"
+#include "policy/cold_age_tuner.hpp"
 #include "policy/config.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
@@ -21,6 +23,22 @@ struct SourceStatus {
   std::string reason;  // why it runs (the registry's one line)
   bool started = false;
   std::string error;  // the last start, set_targets or collect error; "" when none
+};
+
+// The mis-demotion feedback of one group, and what the loop counted for it.
+struct GroupFeedback {
+  explicit GroupFeedback(const policy::GroupPolicy& p)
+      : tuner(p.cold_age.value_or(0), p.cold_age_max, p.misdemotion_target) {}
+  policy::ColdAgeTuner tuner;
+  std::uint64_t demoted_bytes = 0;   // kvtier's demotions
+  std::uint64_t promoted_bytes = 0;  // kvtier's promotions
+  std::uint64_t misdemoted_bytes = 0;
+  std::uint64_t reactivated_bytes = 0;
+  std::uint64_t kernel_promoted_bytes = 0;  // touched on a slow node, then found in DRAM
+  std::uint64_t slow_touches = 0;           // page-level samples of slow-tier pages
+  // This step's, for the tuner.
+  std::uint64_t step_demoted = 0;
+  std::uint64_t step_misdemoted = 0;
 };
 
 struct LoopState {
@@ -37,6 +55,21 @@ struct LoopState {
   std::uint64_t steps = 0;
   Plan last_plan;
   MoveStats moved_total;
+  std::vector<GroupFeedback> feedback;  // one per group of the config
+  // The kernel's tiering knobs: what kvtierd changed ("FILE: OLD -> NEW" lines),
+  // the last error setting them ("" when none), and their values now.
+  std::vector<std::string> tiering_changes;
+  std::string tiering_error;
+  TieringKnobValues tiering;
+  bool tiering_applied = false;
+
+  // The effective cold age of every group now (the planner's Snapshot::cold_age).
+  [[nodiscard]] std::vector<TimeNs> cold_ages() const {
+    std::vector<TimeNs> out;
+    out.reserve(feedback.size());
+    for (const auto& f : feedback) out.push_back(f.tuner.effective());
+    return out;
+  }
 };
 
 }  // namespace kvtier::agent

@@ -119,6 +119,7 @@ bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn
       t.heat = std::make_unique<policy::HeatTable>(p);
       t.vmas.clear();
       t.history.clear();
+      t.last_full_residency = 0;
     }
     ++it;
   }
@@ -138,7 +139,10 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
           pid, t.comm, policy::format_size(picked.skipped_bytes), policy::format_size(host_bytes));
     }
     for (const auto& r : subtract(t.vmas, picked.vmas)) t.heat->untrack(r);
-    for (const auto& r : subtract(picked.vmas, t.vmas)) t.heat->track(r, -1, now);
+    const auto added = subtract(picked.vmas, t.vmas);
+    for (const auto& r : added) t.heat->track(r, -1, now);
+    // New mappings' pages have no node yet: the residency phase reads them all.
+    if (!added.empty()) t.last_full_residency = 0;
     t.vmas = picked.vmas;
   }
 }

@@ -31,6 +31,13 @@ struct Target {
   std::vector<std::uint64_t> huge_blocks;
   MoveStats moved;
   std::vector<PlannedMove> last_moves;
+  // Pages on a slow node touched since they got there, by page address: when the
+  // first of those touches happened (promotion latency is measured from it).
+  std::map<std::uint64_t, TimeNs> first_slow_touch;
+  // Pages with page-level samples this step: the kernel may have moved them
+  // (promotion in the fault path), so the residency phase reads them again.
+  std::vector<std::uint64_t> touched_pages;
+  TimeNs last_full_residency = 0;  // 0: never read in full
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
   bool said_reservations = false;  // logged once that mappings were not tracked

@@ -53,6 +53,32 @@ Telemetry::Telemetry() {
            "Bytes of each target process resident on each node");
   describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");
   describe("kvtier_node_memory_total_bytes", MetricKind::kGauge, "Total memory on each NUMA node");
+  describe("kvtier_demoted_bytes_total", MetricKind::kCounter, "Bytes kvtier demoted, per group");
+  describe("kvtier_promoted_bytes_total", MetricKind::kCounter,
+           "Bytes promoted back to DRAM after an access on the slow node, per group and by whom "
+           "(kvtier; kernel: NUMA balancing in the fault path)");
+  describe("kvtier_misdemoted_bytes_total", MetricKind::kCounter,
+           "Demoted bytes accessed again within cold_age of their demotion, per group");
+  describe("kvtier_reactivated_bytes_total", MetricKind::kCounter,
+           "Demoted bytes accessed again later than cold_age after their demotion, per group");
+  describe("kvtier_slow_tier_touches_total", MetricKind::kCounter,
+           "Page-level samples (NUMA hint faults, PMU samples) of pages on a slow node, per group");
+  describe("kvtier_misdemotion_ratio", MetricKind::kGauge,
+           "Mis-demoted over demoted bytes in the feedback window, per group");
+  describe("kvtier_effective_cold_age_seconds", MetricKind::kGauge,
+           "The cold age kvtier demotes at now: cold_age raised by mis-demotions, per group");
+  describe("kvtier_promotion_latency_seconds", MetricKind::kHistogram,
+           "kvtier's own promotions: first access on the slow node to the page back in DRAM",
+           {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60});
+  describe("kvtier_hot_bytes", MetricKind::kGauge,
+           "Target bytes accessed within their group's effective cold age, per node");
+}
+
+void Telemetry::set_hot_bytes(const std::map<int, std::uint64_t>& bytes_by_node) {
+  clear("kvtier_hot_bytes");
+  for (const auto& [node, bytes] : bytes_by_node) {
+    set("kvtier_hot_bytes", {{"node", fmt::format("{}", node)}}, static_cast<double>(bytes));
+  }
 }
 
 Telemetry::Family& Telemetry::family(const std::string& name, MetricKind kind) {

@@ -71,6 +71,8 @@ class Telemetry {
   void record_step(std::chrono::nanoseconds duration, bool ok);
   // Free and total memory of each NUMA node.
   void set_node_memory(const policy::Topology& topo);
+  // Replaces the hot-bytes gauges: bytes accessed within the cold age, per node.
+  void set_hot_bytes(const std::map<int, std::uint64_t>& bytes_by_node);
   // Replaces the residency gauges: bytes of each target resident on each node.
   void set_residency(const std::map<Pid, std::map<int, std::uint64_t>>& bytes_by_pid_node);
 

@@ -83,18 +83,33 @@ json plan_json(const Plan& plan, bool full) {
   return out;
 }
 
+// Hot: accessed within the group's effective cold age (what kvtier keeps in
+// DRAM); idle: not accessed for its configured cold_age (what it may demote).
+TimeNs hot_window(const LoopState& s, std::size_t group) {
+  const auto& pol = s.config.config.groups[group].policy;
+  const TimeNs eff = group < s.feedback.size() ? s.feedback[group].tuner.effective() : 0;
+  return std::max(pol.cold_age.value_or(0), eff);
+}
+
 json target_json(const LoopState& s, const Target& t, TimeNs now) {
   json nodes = json::object();
   for (const auto& [node, bytes] : t.bytes_per_node) nodes[fmt::format("{}", node)] = bytes;
   const auto& pol = s.config.config.groups[t.group].policy;
+  const TimeNs window = hot_window(s, t.group);
   std::uint64_t hot = 0;
   std::uint64_t idle = 0;
+  std::map<int, std::uint64_t> hot_by_node;
   double heat_sum = 0;
   t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
     heat_sum += u.heat * static_cast<double>(u.range.bytes()) / static_cast<double>(kPageSize);
-    if (u.heat >= pol.promote_heat) hot += u.range.bytes();
+    if (window > 0 && idle_of(u, now) < window) {
+      hot += u.range.bytes();
+      hot_by_node[u.node] += u.range.bytes();
+    }
     if (pol.cold_age && idle_of(u, now) >= *pol.cold_age) idle += u.range.bytes();
   });
+  json hot_nodes = json::object();
+  for (const auto& [node, bytes] : hot_by_node) hot_nodes[fmt::format("{}", node)] = bytes;
   return {{"pid", t.pid},
           {"comm", t.comm},
           {"group", s.config.config.groups[t.group].name},
@@ -103,6 +118,7 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
           {"resident_bytes_per_node", nodes},
           {"not_present_bytes", t.not_present_bytes},
           {"hot_bytes", hot},
+          {"hot_bytes_per_node", hot_nodes},
           {"idle_bytes", idle},
           {"accesses_per_s", heat_sum},
           {"planned_moves", t.last_moves.size()},
@@ -127,12 +143,56 @@ json describe(const LoopState& s, bool full, TimeNs now) {
           {"mover", s.mover.empty() ? json(nullptr) : json(s.mover)},
           {"observe_only", s.mover.empty()},
           {"observe_reason", s.observe_reason},
+          {"tiering", tiering_json(s)},
           {"budget_bytes", s.budget_bytes},
           {"steps", s.steps},
           {"targets", targets_json(s, now)},
           {"last_plan", plan_json(s.last_plan, full)},
           {"moved_pages_total", s.moved_total.moved},
-          {"moved_bytes_total", s.moved_total.bytes_moved}};
+          {"moved_bytes_total", s.moved_total.bytes_moved},
+          {"placement", feedback_json(s)}};
+}
+
+std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) {
+  std::map<int, std::uint64_t> out;
+  for (const auto& [pid, t] : s.targets.all()) {
+    const TimeNs window = hot_window(s, t.group);
+    if (window == 0) continue;
+    t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
+      if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += u.range.bytes();
+    });
+  }
+  return out;
+}
+
+json tiering_json(const LoopState& s) {
+  const auto v = [](const std::optional<std::uint64_t>& x) { return x ? json(*x) : json(nullptr); };
+  return {{"changed", s.tiering_changes},
+          {"error", s.tiering_error},
+          {"numa_balancing", v(s.tiering.numa_balancing)},
+          {"tiering_mode", s.tiering.tiering()},
+          {"hot_threshold_ms", v(s.tiering.hot_threshold_ms)},
+          {"scan_period_min_ms", v(s.tiering.scan_period_min_ms)},
+          {"scan_period_max_ms", v(s.tiering.scan_period_max_ms)}};
+}
+
+json feedback_json(const LoopState& s) {
+  json out = json::array();
+  for (std::size_t g = 0; g < s.feedback.size(); ++g) {
+    const GroupFeedback& f = s.feedback[g];
+    out.push_back({{"group", s.config.config.groups[g].name},
+                   {"effective_cold_age_s", static_cast<double>(f.tuner.effective()) / 1e9},
+                   {"misdemotion_ratio", f.tuner.ratio()},
+                   {"window_demoted_bytes", f.tuner.window_demoted()},
+                   {"window_misdemoted_bytes", f.tuner.window_misdemoted()},
+                   {"demoted_bytes", f.demoted_bytes},
+                   {"promoted_bytes", f.promoted_bytes},
+                   {"kernel_promoted_bytes", f.kernel_promoted_bytes},
+                   {"misdemoted_bytes", f.misdemoted_bytes},
+                   {"reactivated_bytes", f.reactivated_bytes},
+                   {"slow_tier_touches", f.slow_touches}});
+  }
+  return out;
 }
 
 std::string summary(const LoopState& s) {

@@ -5,6 +5,8 @@
 // at any time they like.
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -29,6 +31,12 @@ nlohmann::json targets_json(const LoopState& s, TimeNs now);
 Result<nlohmann::json> explain(const LoopState& s, Pid pid, TimeNs now);
 // Heat over the address space (bins) now and over the last steps.
 Result<nlohmann::json> heatmap(const LoopState& s, Pid pid, std::size_t bins, TimeNs now);
+// Bytes accessed within their group's effective cold age, by node, over all targets.
+std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now);
+// The kernel's tiering knobs: what kvtierd changed, any error, their values now.
+nlohmann::json tiering_json(const LoopState& s);
+// Per group: the effective cold age, the mis-demotion ratio and what was moved and seen.
+nlohmann::json feedback_json(const LoopState& s);
 // A target's heat per address bin of its tracked mappings (page-weighted mean).
 std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now);
 

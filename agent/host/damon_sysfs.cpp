@@ -93,14 +93,20 @@ Result<void> DamonSysfs::configure(int kd, const DamonContextSpec& spec) const {
     if (spec.operations != "paddr") {
       if (auto ok = write(tdir / "pid_target", std::to_string(t.pid)); !ok) return ok;
     }
-    if (auto ok = write(tdir / "regions/nr_regions", std::to_string(t.regions.size())); !ok) {
-      return ok;
-    }
-    for (std::size_t r = 0; r < t.regions.size(); ++r) {
-      const fs::path rdir = tdir / "regions" / std::to_string(r);
-      if (auto ok = write(rdir / "start", std::to_string(t.regions[r].start)); !ok) return ok;
-      if (auto ok = write(rdir / "end", std::to_string(t.regions[r].end)); !ok) return ok;
-    }
+    if (auto ok = set_regions(kd, i, t.regions); !ok) return ok;
+  }
+  return {};
+}
+
+Result<void> DamonSysfs::set_regions(int kd, std::size_t target,
+                                     std::span<const AddrRange> regions) const {
+  const fs::path dir = context_dir(kd) / "targets" / std::to_string(target) / "regions";
+  if (auto ok = write(dir / "nr_regions", std::to_string(regions.size())); !ok) return ok;
+  for (std::size_t r = 0; r < regions.size(); ++r) {
+    const fs::path rdir = dir / std::to_string(r);
+    // The kernel checks start < end and the order of the regions at on/commit.
+    if (auto ok = write(rdir / "start", std::to_string(regions[r].start)); !ok) return ok;
+    if (auto ok = write(rdir / "end", std::to_string(regions[r].end)); !ok) return ok;
   }
   return {};
 }

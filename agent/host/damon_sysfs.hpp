@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,9 @@ class DamonSysfs {
   // Writes one context: operations, intervals, region bounds, targets and
   // their initial regions. The kdamond must be off.
   Result<void> configure(int kd, const DamonContextSpec& spec) const;
+  // Replaces one target's initial regions (then "commit" applies them to a
+  // running kdamond, which keeps what it learnt inside the new ranges).
+  Result<void> set_regions(int kd, std::size_t target, std::span<const AddrRange> regions) const;
   [[nodiscard]] Result<std::vector<std::string>> avail_operations(int kd) const;
 
   Result<void> turn_on(int kd) const { return send(kd, "on"); }

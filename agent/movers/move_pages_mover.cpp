@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agent/host/host_paths.hpp"
@@ -240,11 +241,26 @@ MovePagesMover::Stop MovePagesMover::move_once(Batch& b, bool& out_of_memory) {
   return Stop::kNo;
 }
 
-// The target node ran out of memory: demotion to it pauses, and pages of the
-// failed batch that moved before allocation failed are found and counted.
+// Only a CPU-less node (CXL memory) latches when full. On a node with CPUs
+// (DRAM) ENOMEM is momentary: the kernel reclaims and demotes there on its own
+// and the control loop keeps headroom, so the next promotion may succeed; a
+// latch would hold hot pages on the slow node for the whole retry time. A node
+// whose cpulist cannot be read latches.
+bool MovePagesMover::latches(int node) {
+  if (auto it = cpu_less_.find(node); it != cpu_less_.end()) return it->second;
+  const auto text =
+      read_text(deps_.host.sys / fmt::format("devices/system/node/node{}/cpulist", node));
+  const bool cpu_less = !text || text->find_first_not_of(" \n") == std::string::npos;
+  cpu_less_.emplace(node, cpu_less);
+  return cpu_less;
+}
+
+// The target node ran out of memory: demotion to it pauses (a CPU-less node),
+// and pages of the failed batch that moved before allocation failed are found
+// and counted.
 MovePagesMover::Stop MovePagesMover::node_ran_full(Batch& b) {
   b.st.last_errno = ENOMEM;
-  if (node_full_.latch(b.to_node, deps_.clock())) {
+  if (latches(b.to_node) && node_full_.latch(b.to_node, deps_.clock())) {
     spdlog::warn(
         "move_pages: node {} is full (ENOMEM moving pid {}); demotion to it stops for {} s; "
         "free memory on node {} or lower the demotion watermark",

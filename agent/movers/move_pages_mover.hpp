@@ -19,6 +19,7 @@
 // Not thread-safe: one mover per thread.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -47,7 +48,8 @@ struct MovePagesConfig {
   bool move_shared = false;
   // How long a page that failed every attempt is skipped.
   TimeNs pinned_ttl_ns = 600'000'000'000ULL;
-  // How long demotion to a node stays off after it ran out of memory.
+  // How long demotion to a CPU-less node stays off after it ran out of memory
+  // (a node with CPUs is tried again at the next call).
   TimeNs node_full_retry_ns = 60'000'000'000ULL;
 };
 
@@ -84,6 +86,7 @@ class MovePagesMover final : public Mover {
   Stop locate(Batch& b, bool first);
   Stop move_once(Batch& b, bool& out_of_memory);
   Stop node_ran_full(Batch& b);
+  bool latches(int node);
   void settle(Batch& b);
   void fill_addrs(const Batch& b);
   Stop give_up(Batch& b, int err);
@@ -95,6 +98,7 @@ class MovePagesMover final : public Mover {
   MovePagesDeps deps_;
   PinnedSet pinned_;
   NodeFullLatch node_full_;
+  std::map<int, bool> cpu_less_;  // per node: latches when full
   // Scratch buffers reused across batches.
   std::vector<void*> addrs_;
   std::vector<int> nodes_;

@@ -24,6 +24,7 @@
 #include "damon.skel.h"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent {
 
@@ -52,6 +53,7 @@ DamonSource::~DamonSource() {
 Availability DamonSource::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
   if (auto a = probe_bpf_privileges(); !a.ok) return a;
+  // fvaddr comes with vaddr (both are mm/damon/vaddr.c, CONFIG_DAMON_VADDR).
   if (auto a = probe_damon_vaddr(paths_); !a.ok) return a;
   if (auto a = probe_tracepoint(paths_, "damon", "damon_aggregated"); !a.ok) return a;
   auto n = sysfs_.nr_kdamonds();
@@ -98,10 +100,8 @@ Result<void> DamonSource::start() {
     return fail(fmt::format("DAMON reader: ring_buffer__new: {}", errno_text(err)), err);
   }
   b->targets = &targets_;
-  b->max_nr_accesses = static_cast<std::uint32_t>(std::max<std::uint64_t>(
-      1, opts_.intervals.aggr_us / std::max<std::uint64_t>(1, opts_.intervals.sample_us)));
   bpf_ = std::move(b);
-  if (!targets_.empty()) return restart_kdamond();
+  if (!ranges_.empty()) return restart_kdamond();
   return {};
 }
 
@@ -118,30 +118,86 @@ void DamonSource::turn_off() {
   kdamond_pid_ = 0;
 }
 
+DamonSizing damon_sizing(const DamonOptions& opts, std::uint64_t tracked_bytes) {
+  DamonSizing s;
+  s.intervals.sample_us = std::max<std::uint64_t>(opts.sample_us, 1);
+  s.intervals.aggr_us = std::max(opts.aggr_us, s.intervals.sample_us);
+  s.intervals.update_us = s.intervals.aggr_us;
+  // About one region per 64 KiB tracked (a KV block or two), as many as
+  // kdamond may check at its sampling interval, never fewer than 16.
+  const std::uint64_t budget =
+      kDamonChecksPerSec * std::max<std::uint64_t>(s.intervals.sample_us, 1) / 1'000'000;
+  const std::uint64_t want = std::max<std::uint64_t>(tracked_bytes / (std::uint64_t{64} << 10), 16);
+  s.nr_regions.max = opts.max_regions.value_or(
+      std::clamp<std::uint64_t>(want, 16, std::max<std::uint64_t>(budget, 16)));
+  s.nr_regions.min = opts.min_regions.value_or(std::max<std::uint64_t>(s.nr_regions.max / 4, 10));
+  s.nr_regions.min = std::min(s.nr_regions.min, s.nr_regions.max);
+  return s;
+}
+
+std::vector<AddrRange> split_evenly(std::span<const AddrRange> ranges, std::uint64_t count) {
+  std::uint64_t total = 0;
+  for (const auto& r : ranges) total += r.bytes();
+  std::vector<AddrRange> out;
+  if (total == 0) return out;
+  const std::uint64_t piece =
+      std::max<std::uint64_t>(total / std::max<std::uint64_t>(count, 1) / kPageSize, 1) * kPageSize;
+  for (const auto& r : ranges) {
+    for (std::uint64_t a = r.start; a < r.end; a += piece) {
+      out.push_back({a, std::min(r.end, a + piece)});
+    }
+  }
+  return out;
+}
+
 Result<void> DamonSource::restart_kdamond() {
   turn_off();
+  DamonContextSpec spec{.operations = "fvaddr"};
+  std::uint64_t tracked = 0;
+  for (const auto& t : ranges_) {
+    for (const auto& r : t.ranges) tracked += r.bytes();
+  }
+  sizing_ = damon_sizing(opts_, tracked);
+  spec.intervals = sizing_.intervals;
+  spec.nr_regions = sizing_.nr_regions;
+  targets_.clear();
+  for (const auto& t : ranges_) {
+    if (t.ranges.empty()) continue;
+    std::uint64_t bytes = 0;
+    for (const auto& r : t.ranges) bytes += r.bytes();
+    // This target's share of the minimum region count, as its initial regions.
+    const std::uint64_t share = std::max<std::uint64_t>(
+        sizing_.nr_regions.min * bytes / std::max<std::uint64_t>(tracked, 1), 1);
+    spec.targets.push_back(DamonTargetSpec{.pid = t.pid, .regions = split_evenly(t.ranges, share)});
+    targets_.push_back(t.pid);
+  }
   if (targets_.empty()) return {};
   if (kdamond_ < 0) {
     auto kd = sysfs_.claim_kdamond();
     if (!kd) return std::unexpected(kd.error());
     kdamond_ = *kd;
   }
-  DamonContextSpec spec{
-      .operations = "vaddr", .intervals = opts_.intervals, .nr_regions = opts_.nr_regions};
-  for (const Pid pid : targets_) spec.targets.push_back(DamonTargetSpec{.pid = pid});
   if (auto ok = sysfs_.configure(kdamond_, spec); !ok) return ok;
   if (auto ok = sysfs_.turn_on(kdamond_); !ok) return ok;
   auto pid = sysfs_.kdamond_pid(kdamond_);
   if (!pid) return std::unexpected(pid.error());
   kdamond_pid_ = *pid;
   bpf_->kdamond_pid = *pid;
+  bpf_->max_nr_accesses = static_cast<std::uint32_t>(std::max<std::uint64_t>(
+      1, sizing_.intervals.aggr_us / std::max<std::uint64_t>(1, sizing_.intervals.sample_us)));
   const auto key = static_cast<__u32>(*pid);
   const __u8 one = 1;
   if (bpf_map_update_elem(bpf_map__fd(bpf_->skel->maps.kdamonds), &key, &one, BPF_ANY) != 0) {
     const int err = errno;
     return fail(fmt::format("DAMON reader: kdamond map: {}", errno_text(err)), err);
   }
-  spdlog::info("damon: kdamond {} (pid {}) monitors {} processes", kdamond_, *pid, targets_.size());
+  spdlog::info(
+      "damon: kdamond {} (pid {}) watches {} of {} processes: sampling every {}, aggregating "
+      "every {}, {}-{} regions",
+      kdamond_, *pid, policy::format_size(tracked), targets_.size(),
+      policy::format_duration(sizing_.intervals.sample_us * 1000),
+      policy::format_duration(sizing_.intervals.aggr_us * 1000), sizing_.nr_regions.min,
+      sizing_.nr_regions.max);
   return {};
 }
 
@@ -149,10 +205,43 @@ Result<void> DamonSource::set_targets(std::span<const Pid> pids) {
   std::vector<Pid> wanted(pids.begin(), pids.end());
   std::ranges::sort(wanted);
   wanted.erase(std::ranges::unique(wanted).begin(), wanted.end());
-  if (wanted == targets_) return {};
-  targets_ = std::move(wanted);
-  if (!bpf_) return {};
+  if (wanted == pids_) return {};
+  pids_ = std::move(wanted);
+  const auto before = ranges_.size();
+  std::erase_if(ranges_,
+                [&](const TargetRanges& t) { return !std::ranges::binary_search(pids_, t.pid); });
+  if (!bpf_ || ranges_.size() == before) return {};
   return restart_kdamond();
+}
+
+Result<void> DamonSource::set_ranges(std::span<const TargetRanges> targets) {
+  std::vector<TargetRanges> wanted;
+  for (const auto& t : targets) {
+    if (std::ranges::binary_search(pids_, t.pid) && !t.ranges.empty()) wanted.push_back(t);
+  }
+  std::ranges::sort(wanted, {}, &TargetRanges::pid);
+  if (wanted == ranges_) return {};
+  const bool same_targets =
+      kdamond_pid_ > 0 && std::ranges::equal(wanted, targets_, {}, &TargetRanges::pid);
+  ranges_ = std::move(wanted);
+  if (!bpf_) return {};
+  // The same processes with mappings that grew or shrank (a heap, an arena):
+  // commit the new ranges to the running kdamond, which keeps the regions it
+  // refined inside them; a restart would forget every region's history.
+  if (same_targets) return commit_ranges();
+  return restart_kdamond();
+}
+
+Result<void> DamonSource::commit_ranges() {
+  for (std::size_t i = 0; i < ranges_.size(); ++i) {
+    if (auto ok = sysfs_.set_regions(kdamond_, i, ranges_[i].ranges); !ok) return ok;
+  }
+  if (auto ok = sysfs_.send(kdamond_, "commit"); !ok) {
+    spdlog::warn("damon: commit of new ranges failed ({}): restarting the kdamond",
+                 ok.error().message);
+    return restart_kdamond();
+  }
+  return {};
 }
 
 Result<void> DamonSource::collect(TimeNs /*now*/, SourceBatch& out) {

@@ -1,12 +1,20 @@
 #pragma once
-// DAMON as a hotness source: kvtier sets up a vaddr kdamond over sysfs, one
-// target per process, and reads each region's access count and age at every
-// aggregation through damon:damon_aggregated (bpf/damon.bpf.c, a ring
+// DAMON as a hotness source: kvtier sets up an fvaddr kdamond over sysfs (fixed
+// virtual address ranges: the mappings the loop tracks, not the whole address
+// space), one target per process, and reads each region's access count and age
+// at every aggregation through damon:damon_aggregated (bpf/damon.bpf.c, a ring
 // buffer), so nothing polls sysfs. Region granularity, but it reports cold
 // regions too, which fault and PMU sampling cannot.
+//
+// Sizing ("auto" in the config): a region check (one page's accessed bit per
+// region per sampling interval) costs kdamond a page-table walk, so the region
+// count is bounded by kDamonChecksPerSec at the sampling interval (the
+// intervals follow the cold age: policy::damon_intervals()).
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "agent/host/damon_sysfs.hpp"
@@ -15,11 +23,30 @@
 
 namespace kvtier::agent {
 
+// kdamond's budget: region checks per second with auto-sized regions.
+inline constexpr std::uint64_t kDamonChecksPerSec = 1000;
+
 struct DamonOptions {
+  std::uint64_t sample_us = 1'000'000;  // policy::damon_intervals()
+  std::uint64_t aggr_us = 5'000'000;
+  // nullopt: auto (damon_sizing()).
+  std::optional<std::uint64_t> min_regions;
+  std::optional<std::uint64_t> max_regions;
+  std::uint32_t ring_bytes = 4U << 20;
+};
+
+struct DamonSizing {
   DamonIntervals intervals;
   DamonRegionBounds nr_regions;
-  std::uint32_t ring_bytes = 1U << 20;
 };
+
+// The intervals and region bounds for `tracked_bytes` of memory: the options'
+// values where they are set, auto-sized where not.
+DamonSizing damon_sizing(const DamonOptions& opts, std::uint64_t tracked_bytes);
+
+// Initial regions: each range cut into equal pieces (whole pages), about `count`
+// over all of them, so DAMON starts at its minimum region count.
+std::vector<AddrRange> split_evenly(std::span<const AddrRange> ranges, std::uint64_t count);
 
 class DamonSource final : public HotnessSource {
  public:
@@ -29,9 +56,12 @@ class DamonSource final : public HotnessSource {
   [[nodiscard]] SourceKind kind() const override { return SourceKind::kDamon; }
   [[nodiscard]] Availability probe() const override;
   Result<void> start() override;
-  // Restarts the kdamond with the new targets (DAMON's per-region history
-  // starts over); an empty set turns it off.
+  // Restarts the kdamond with the new targets and their ranges (DAMON's
+  // per-region history starts over); no target with a range turns it off.
   Result<void> set_targets(std::span<const Pid> pids) override;
+  Result<void> set_ranges(std::span<const TargetRanges> targets) override;
+  // What the running kdamond was given (for status and tests).
+  [[nodiscard]] const DamonSizing& sizing() const { return sizing_; }
   Result<void> collect(TimeNs now, SourceBatch& out) override;
   void stop() override;
 
@@ -46,13 +76,18 @@ class DamonSource final : public HotnessSource {
 
  private:
   Result<void> restart_kdamond();
+  Result<void> commit_ranges();
   void turn_off();
 
   HostPaths paths_;
   DamonOptions opts_;
   DamonSysfs sysfs_;
   std::unique_ptr<Bpf> bpf_;
+  std::vector<Pid> pids_;
+  std::vector<TargetRanges> ranges_;  // of the pids in pids_, sorted by pid
+  // The kdamond's targets, in its target order (the BPF records' target index).
   std::vector<Pid> targets_;
+  DamonSizing sizing_;
   int kdamond_ = -1;
   Pid kdamond_pid_ = 0;
 };

@@ -17,6 +17,12 @@
 
 namespace kvtier::agent {
 
+struct TargetRanges {
+  Pid pid = 0;
+  std::vector<AddrRange> ranges;  // sorted, disjoint
+  friend bool operator==(const TargetRanges&, const TargetRanges&) = default;
+};
+
 struct SourceBatch {
   std::vector<AccessSample> samples;
   std::vector<RegionAccess> regions;
@@ -37,6 +43,9 @@ class HotnessSource {
   virtual Result<void> start() = 0;
   // Replaces the set of processes to watch.
   virtual Result<void> set_targets(std::span<const Pid> pids) = 0;
+  // The memory of each target worth watching (the mappings the loop tracks), after
+  // every step's discovery; sources that watch whole processes ignore it.
+  virtual Result<void> set_ranges(std::span<const TargetRanges> /*targets*/) { return {}; }
   // Appends what was observed since the last call; `now` is CLOCK_MONOTONIC.
   virtual Result<void> collect(TimeNs now, SourceBatch& out) = 0;
   // Detaches and releases everything start() created. Idempotent.

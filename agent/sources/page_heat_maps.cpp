@@ -106,6 +106,7 @@ Result<std::size_t> PageHeatMaps::drain(SourceBatch& out) {
       out.samples.push_back(AccessSample{.pid = static_cast<Pid>(keys[i].tgid),
                                          .addr = keys[i].page << 12U,
                                          .time = vals[i].last_ns,
+                                         .first_time = vals[i].first_ns,
                                          .weight = static_cast<std::uint32_t>(weight),
                                          .source = kind_});
     }

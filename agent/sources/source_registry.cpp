@@ -79,8 +79,8 @@ Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
     return fail(
         fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why));
   }
-  choice.reason = fmt::format("{} (forced by config): {}", name, a.why);
-  choice.source = std::move(src);
+  choice.summary = fmt::format("{} (forced by config)", name);
+  choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   return choice;
 }
 
@@ -108,19 +108,19 @@ class Refusals {
 
 }  // namespace
 
-Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
-                                   std::optional<SourceKind> force) {
+Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
+                                    std::optional<SourceKind> force) {
   if (force) return forced(reg, *force);
-  const std::vector<SourceKind> defaults = policy::SourcesConfig{}.prefer;
-  const std::span<const SourceKind> order = prefer.empty() ? std::span(defaults) : prefer;
+  const std::vector<SourceKind> defaults = policy::SourcesConfig{}.use;
+  const std::span<const SourceKind> order = use.empty() ? std::span(defaults) : use;
   SourceChoice choice;
   Refusals refused;
+  std::string running;
   for (const SourceKind kind : order) {
     const std::string_view name = policy::source_name(kind);
     const SourceFactory* f = reg.find(kind);
     if (f == nullptr) {
-      return fail(
-          fmt::format("hotness source '{}' in the preference list is not registered", name));
+      return fail(fmt::format("hotness source '{}' in sources.use is not registered", name));
     }
     auto src = f->make();
     const Availability a = src->probe();
@@ -130,11 +130,14 @@ Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const So
       refused.add(name, a.why);
       continue;
     }
-    choice.reason = fmt::format("{}: {}{}", name, a.why, refused.clauses());
-    choice.source = std::move(src);
-    return choice;
+    running += fmt::format("{}{}", running.empty() ? "" : ", ", name);
+    choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   }
-  return fail(fmt::format("no hotness source can run here{}", refused.clauses()));
+  if (choice.sources.empty()) {
+    return fail(fmt::format("no hotness source can run here{}", refused.clauses()));
+  }
+  choice.summary = running + refused.clauses();
+  return choice;
 }
 
 }  // namespace kvtier::agent

@@ -57,16 +57,21 @@ struct SourceReport {
 // Probes every registered source.
 std::vector<SourceReport> probe_sources(const SourceRegistry& reg);
 
-struct SourceChoice {
+struct ChosenSource {
   std::unique_ptr<HotnessSource> source;
-  std::string reason;                 // one line: which and why, and why not the better ones
-  std::vector<SourceReport> reports;  // every source probed on the way
+  std::string reason;  // one line: what the probe found
 };
 
-// `force`: that source or an error saying why not. Else the first available
-// one in `prefer` (the config's default order, policy::SourcesConfig, when
-// empty).
-Result<SourceChoice> select_source(const SourceRegistry& reg, std::span<const SourceKind> prefer,
-                                   std::optional<SourceKind> force);
+struct SourceChoice {
+  std::vector<ChosenSource> sources;  // every one of `use` the host supports, in that order
+  std::string summary;                // one line: which run, and why the others cannot
+  std::vector<SourceReport> reports;  // every source probed
+};
+
+// `force`: that source or an error saying why not. Else every available one in
+// `use` (the config's default, policy::SourcesConfig, when empty); an error
+// saying why each cannot run when none can.
+Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
+                                    std::optional<SourceKind> force);
 
 }  // namespace kvtier::agent

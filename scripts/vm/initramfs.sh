@@ -6,7 +6,7 @@
 #   /lib/modules/<version>   the CXL/nvdimm/dax modules from scripts/vm/kernel.sh
 #   /kvtier/bin              every ELF executable under the build dir (debug info
 #                            stripped), plus every library `ldd` lists
-#   /kvtier/scripts, /kvtier/tests, /kvtier/traces (the repository's bench/traces)
+#   /kvtier/scripts, /kvtier/tests, /kvtier/systemd, /kvtier/traces (the repository's bench/traces)
 # The archive is cached under a key made of the inputs' names, sizes and
 # modification times and the content of scripts/vm/, so an unchanged tree
 # costs one `find`, and any rebuilt binary gives a new archive.
@@ -34,7 +34,7 @@ inputs_key() {
     sha256sum "$top"/scripts/vm/*
     echo "$kernel_dir"
     build_executables | xargs -r stat -L -c '%n %s %Y'
-    find "$top/scripts" "$top/tests" "$traces" -printf '%p %s %T@\n' | sort
+    find "$top/scripts" "$top/tests" "$top/systemd" "$traces" -printf '%p %s %T@\n' | sort
     stat -L -c '%n %s %Y' "$busybox" "${host_tools[@]}"
   } | sha256sum | cut -c1-16
 }
@@ -104,6 +104,7 @@ ldconfig -r . 2>/dev/null || true
 
 cp -a "$top/scripts" kvtier/scripts
 cp -a "$top/tests" kvtier/tests
+cp -a "$top/systemd" kvtier/systemd
 cp -a "$traces" kvtier/traces
 
 tmp=$cache/initramfs-$key.tmp

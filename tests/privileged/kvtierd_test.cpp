@@ -78,6 +78,7 @@ TEST(Kvtierd, RunsAnswersReloadsAndStopsOnSigterm) {
   EXPECT_NE(r.out.find("kvtierd " KVTIER_VERSION " (pid " + std::to_string(d.pid) + ")"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("  placement   group "), std::string::npos) << r.out;
   r = run(ctl + "pause");
   EXPECT_EQ(r.out, "paused: no pages move until `kvtierctl resume`\n");
   r = run(ctl + "status --json");

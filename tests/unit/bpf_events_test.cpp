@@ -20,7 +20,7 @@ std::vector<std::byte> bytes_of(const T& v) {
 TEST(BpfEvents, AbiLayoutIsFixed) {
   // The BPF side compiles the same header; these catch an accidental change.
   EXPECT_EQ(sizeof(kvt_page_key), 16U);
-  EXPECT_EQ(sizeof(kvt_page_val), 32U);
+  EXPECT_EQ(sizeof(kvt_page_val), 40U);
   EXPECT_EQ(sizeof(kvt_proc_event), 40U);
   EXPECT_EQ(sizeof(kvt_damon_region), 48U);
   EXPECT_EQ(sizeof(kvt_migrate_counters), 48U);

@@ -53,7 +53,12 @@ TEST(Config, MinimalFileGetsEveryDefault) {
   const auto& g = cfg->groups[0];
   EXPECT_EQ(g.name, "vllm");
   EXPECT_EQ(g.select.comm, (std::vector<std::string>{"^vllm"}));
-  EXPECT_EQ(g.policy.cold_age, 120 * kNsPerSec);
+  EXPECT_EQ(g.policy.cold_age, 10 * kNsPerSec);
+  EXPECT_EQ(g.policy.cold_age_max, 600 * kNsPerSec);
+  EXPECT_DOUBLE_EQ(g.policy.misdemotion_target, 0.05);
+  EXPECT_DOUBLE_EQ(cfg->limits.dram_headroom, 0.03);
+  EXPECT_TRUE(cfg->tiering.numa_balancing);
+  EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteOnFirstAccess);
   EXPECT_FALSE(g.demotion_node.has_value());
   EXPECT_FALSE(g.policy.dram_limit.has_value());
 }
@@ -71,7 +76,7 @@ socket_group = "wheel"
 prometheus = true
 prometheus_listen = "[::1]:9000"
 [sources]
-prefer = ["damon", "pmu"]
+use = ["damon", "pmu"]
 force = "damon"
 sample_period = 97
 max_samples_per_sec = 5000
@@ -117,7 +122,7 @@ exclude = ["0x1000-0x3000"]
   EXPECT_EQ(cfg->telemetry.socket_group, "wheel");
   EXPECT_TRUE(cfg->telemetry.prometheus);
   EXPECT_EQ(cfg->telemetry.prometheus_listen, "[::1]:9000");
-  EXPECT_EQ(cfg->sources.prefer, (std::vector{SourceKind::kDamon, SourceKind::kPmu}));
+  EXPECT_EQ(cfg->sources.use, (std::vector{SourceKind::kDamon, SourceKind::kPmu}));
   EXPECT_EQ(cfg->sources.force, SourceKind::kDamon);
   EXPECT_EQ(cfg->sources.sample_period, 97U);
   EXPECT_EQ(cfg->sources.max_samples_per_sec, 5000U);
@@ -152,12 +157,12 @@ exclude = ["0x1000-0x3000"]
 
 TEST(Config, EverySourceTheRegistryKnowsCanBeNamed) {
   auto cfg = parse_config(
-      "[sources]\nprefer = [\"pmu-soft\", \"idle\", \"faults\", \"damon\", \"pmu\"]\n"
+      "[sources]\nuse = [\"pmu-soft\", \"idle\", \"faults\", \"damon\", \"pmu\"]\n"
       "force = \"pmu-soft\"\n" +
           kGroup,
       "test.toml");
   ASSERT_TRUE(cfg) << cfg.error().front().to_string();
-  EXPECT_EQ(cfg->sources.prefer,
+  EXPECT_EQ(cfg->sources.use,
             (std::vector{SourceKind::kPmuSoft, SourceKind::kIdlePage, SourceKind::kFault,
                          SourceKind::kDamon, SourceKind::kPmu}));
   EXPECT_EQ(cfg->sources.force, SourceKind::kPmuSoft);
@@ -211,7 +216,7 @@ TEST(Config, OutOfRangeValues) {
             "telemetry.socket");
   EXPECT_EQ(only_problem("[logging]\nlevel = \"loud\"\n" + kGroup).key, "logging.level");
   EXPECT_EQ(only_problem("[mover]\nkind = \"memcpy\"\n" + kGroup).key, "mover.kind");
-  EXPECT_EQ(only_problem("[sources]\nprefer = [\"pebs\"]\n" + kGroup).key, "sources.prefer[0]");
+  EXPECT_EQ(only_problem("[sources]\nuse = [\"pebs\"]\n" + kGroup).key, "sources.use[0]");
   EXPECT_EQ(only_problem("[sources]\nforce = \"pebs\"\n" + kGroup).key, "sources.force");
   EXPECT_EQ(only_problem(kGroup + "pid = [0]\n").key, "group[0].select.pid[0]");
   EXPECT_EQ(only_problem(kGroup + "exe = [\"python\"]\n").key, "group[0].select.exe[0]");
@@ -264,11 +269,29 @@ TEST(Config, ContradictoryThresholds) {
   EXPECT_EQ(
       only_problem("[sources]\ndamon_min_regions = 50\ndamon_max_regions = 10\n" + kGroup).key,
       "sources.damon_min_regions");
-  EXPECT_EQ(only_problem("[sources]\ndamon_sample_interval = \"1s\"\n" + kGroup).key,
+  EXPECT_EQ(only_problem("[sources]\ndamon_sample_interval = \"1s\"\ndamon_aggr_interval = "
+                         "\"500ms\"\n" +
+                         kGroup)
+                .key,
             "sources.damon_sample_interval");
-  EXPECT_EQ(only_problem("[sources]\nprefer = []\n" + kGroup).key, "sources.prefer");
-  EXPECT_EQ(only_problem("[sources]\nprefer = [\"pmu\", \"pmu\"]\n" + kGroup).key,
-            "sources.prefer[1]");
+  EXPECT_EQ(only_problem("[sources]\nuse = []\n" + kGroup).key, "sources.use");
+  EXPECT_EQ(only_problem("[sources]\nuse = [\"pmu\", \"pmu\"]\n" + kGroup).key, "sources.use[1]");
+}
+
+// cold_age is the floor of the effective cold age, cold_age_max its ceiling: a
+// long cold_age alone raises the ceiling with it, an explicit lower one is an error.
+TEST(Config, ColdAgeMaxFollowsALongColdAgeUnlessSet) {
+  auto cfg = parse_config(kGroup + "[group.policy]\ncold_age = \"1h\"\n", "test.toml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->groups[0].policy.cold_age_max, 3600 * kNsPerSec);
+  cfg = parse_config(kGroup + "[group.policy]\ncold_age = \"30s\"\n", "test.toml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->groups[0].policy.cold_age_max, 600 * kNsPerSec);
+  const auto p =
+      only_problem(kGroup + "[group.policy]\ncold_age = \"1h\"\ncold_age_max = \"30m\"\n");
+  EXPECT_EQ(p.key, "group[0].policy.cold_age_max");
+  EXPECT_EQ(p.line, 8);
+  EXPECT_THAT(p.message, HasSubstr("below cold_age"));
 }
 
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {

@@ -185,5 +185,96 @@ TEST(Heat, CompactMergesAlikeNeighboursOnly) {
   EXPECT_EQ(t.tracked_bytes(), 100 * kPageSize);
 }
 
+TEST(Heat, AnAccessSoonAfterADemotionIsAMisdemotionAndStrikes) {
+  HeatTable t({.half_life = 10 * kSec, .misdemotion_window = 10 * kSec});
+  const AddrRange two{kBase, kBase + 2 * kPageSize};
+  t.track(two, 0, 0);
+  t.mark_moved(two, 1, 100 * kSec, true);
+  auto u = t.at(kBase, 100 * kSec);
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->demoted);
+  EXPECT_FALSE(u->touched);
+  // Touched 3 s after the demotion: mis-demoted; the other page stays demoted.
+  t.add(AccessSample{.addr = kBase, .time = 103 * kSec});
+  u = t.at(kBase, 103 * kSec);
+  EXPECT_FALSE(u->demoted);
+  EXPECT_TRUE(u->touched);
+  EXPECT_EQ(u->strikes, 1U);
+  EXPECT_TRUE(t.at(kBase + kPageSize, 103 * kSec)->demoted);
+  HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
+  EXPECT_EQ(ev.reactivated_bytes, 0U);
+  EXPECT_EQ(ev.touched_demoted_pages, 1U);
+  EXPECT_EQ(t.take_events().misdemoted_bytes, 0U) << "taken once";
+  // Demoted again and touched again soon: a second strike in a row.
+  t.mark_moved(two, 1, 200 * kSec, true);
+  t.add(AccessSample{.addr = kBase, .time = 201 * kSec});
+  EXPECT_EQ(t.at(kBase, 201 * kSec)->strikes, 2U);
+  // Demoted and touched only after the window: a reactivation, strikes reset.
+  t.mark_moved(two, 1, 300 * kSec, true);
+  t.add(AccessSample{.addr = kBase, .time = 320 * kSec});
+  EXPECT_EQ(t.at(kBase, 320 * kSec)->strikes, 0U);
+  ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
+  EXPECT_EQ(ev.reactivated_bytes, kPageSize);
+  // A promotion (not a demotion) leaves nothing to judge.
+  t.mark_moved(two, 0, 400 * kSec, false);
+  t.add(AccessSample{.addr = kBase + kPageSize, .time = 401 * kSec});
+  EXPECT_EQ(t.take_events().touched_demoted_pages, 0U);
+}
+
+TEST(Heat, MemoryTouchedThenFoundElsewhereWasMovedByTheKernel) {
+  HeatTable t({.misdemotion_window = 10 * kSec});
+  const AddrRange page{kBase, kBase + kPageSize};
+  t.track({kBase, kBase + 2 * kPageSize}, 0, 0);
+  t.mark_moved({kBase, kBase + 2 * kPageSize}, 1, 10 * kSec, true);
+  t.add(AccessSample{.addr = kBase, .time = 11 * kSec});
+  t.set_node(page, 0);                                        // promoted in the fault path
+  t.set_node({kBase + kPageSize, kBase + 2 * kPageSize}, 1);  // as kvtier left it
+  const HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.moved_by_kernel_bytes, kPageSize);
+  EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
+  EXPECT_FALSE(t.at(kBase, 11 * kSec)->touched);
+  EXPECT_TRUE(t.at(kBase + kPageSize, 11 * kSec)->demoted);
+}
+
+// A strong region report (at least the share asked of its checks) touches its
+// pages like samples: a demoted page in it counts as touched again. A weak one
+// only keeps its pages from going cold.
+TEST(Heat, StrongRegionReportsTouchWeakOnesOnlyKeepWarm) {
+  HeatTable t({.misdemotion_window = 10 * kSec, .region_touch_share = 0.5});
+  t.track({kBase, kBase + 4 * kPageSize}, 0, 0);
+  t.mark_moved({kBase, kBase + 4 * kPageSize}, 1, 45 * kSec, true);
+  // 2 of 10 checks found it accessed: below half.
+  t.add(RegionAccess{.range = {kBase, kBase + 2 * kPageSize},
+                     .nr_accesses = 2,
+                     .max_nr_accesses = 10,
+                     .time = 50 * kSec});
+  // 6 of 10: at least half.
+  t.add(RegionAccess{.range = {kBase + 2 * kPageSize, kBase + 4 * kPageSize},
+                     .nr_accesses = 6,
+                     .max_nr_accesses = 10,
+                     .time = 50 * kSec});
+  const auto weak = t.at(kBase, 50 * kSec);
+  const auto strong = t.at(kBase + 3 * kPageSize, 50 * kSec);
+  EXPECT_EQ(weak->last_access, to_tick(50 * kSec)) << "weak: warm";
+  EXPECT_FALSE(weak->touched);
+  EXPECT_TRUE(weak->demoted);
+  EXPECT_EQ(strong->last_access, to_tick(50 * kSec));
+  EXPECT_TRUE(strong->touched);
+  EXPECT_FALSE(strong->demoted);
+  const HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, 2 * kPageSize) << "touched 5 s after its demotion";
+  EXPECT_EQ(ev.touched_demoted_pages, 2U);
+
+  HeatTable never(HeatParams{});
+  never.track({kBase, kBase + kPageSize}, 0, 0);
+  never.add(RegionAccess{.range = {kBase, kBase + kPageSize},
+                         .nr_accesses = 10,
+                         .max_nr_accesses = 10,
+                         .time = 50 * kSec});
+  EXPECT_FALSE(never.at(kBase, 50 * kSec)->touched) << "region_touch_share 0: never";
+}
+
 }  // namespace
 }  // namespace kvtier::policy

@@ -312,6 +312,31 @@ TEST(PinnedSet, MarkExpireForget) {
   EXPECT_TRUE(set.contains(2, 0x1000, 60));
 }
 
+// ENOMEM on a node with CPUs (DRAM: a promotion) is momentary; the next call
+// tries again. A CPU-less node (CXL) latches.
+TEST(MovePagesMover, FullNodeWithCpusDoesNotLatch) {
+  ::kvtier::testing::Fixture sys;
+  sys.write("sys/devices/system/node/node0/cpulist", "0-1\n")
+      .write("sys/devices/system/node/node1/cpulist", "\n");
+  Harness h;
+  h.kernel.map(kBase, 100, 1);
+  h.kernel.free_pages[0] = 30;
+  auto mover = h.make({.batch_units = 16}, nullptr, sys.paths());
+  const AddrRange r[] = {pages_at(0, 100)};
+  const auto st = mover.move(kPid, r, 0);
+  EXPECT_EQ(st.moved, 30U);
+  EXPECT_EQ(st.no_memory, 70U);
+  EXPECT_FALSE(mover.node_full().is_full(0, h.now));
+  h.kernel.free_pages[0] = 1000;
+  const int calls_before = h.kernel.calls;
+  EXPECT_EQ(mover.move(kPid, r, 0).moved, 70U);
+  EXPECT_GT(h.kernel.calls, calls_before);
+
+  h.kernel.free_pages[1] = 10;
+  EXPECT_EQ(mover.move(kPid, r, 1).moved, 10U);
+  EXPECT_TRUE(mover.node_full().is_full(1, h.now)) << "the CPU-less node latches";
+}
+
 TEST(NodeFullLatch, LatchWarnsOnceAndExpires) {
   NodeFullLatch latch(1000);
   EXPECT_FALSE(latch.is_full(1, 0));

@@ -48,6 +48,7 @@ World random_world(std::mt19937_64& rng) {
   }
   w.limits.cxl_fill_max = static_cast<double>(pick(50, 100)) / 100.0;
   w.limits.min_free = pick(0, 4) * kMiB;
+  w.limits.dram_headroom = coin(0.3) ? 0.0 : static_cast<double>(pick(1, 20)) / 100.0;
   const std::size_t ngroups = pick(1, 3);
   for (std::size_t g = 0; g < ngroups; ++g) {
     GroupConfig gc{.name = fmt::format("g{}", g),
@@ -74,8 +75,9 @@ World random_world(std::mt19937_64& rng) {
   for (std::size_t t = 0; t < ntargets; ++t) {
     const std::size_t g = pick(0, ngroups - 1);
     const auto gran = coin(0.25) ? Granularity::kRegion : Granularity::kPage;
-    auto table = std::make_unique<HeatTable>(
-        HeatParams{.half_life = w.groups[g].policy.half_life, .granularity = gran});
+    auto table = std::make_unique<HeatTable>(HeatParams{.half_life = w.groups[g].policy.half_life,
+                                                        .granularity = gran,
+                                                        .misdemotion_window = pick(1, 60) * kSec});
     const std::uint64_t npages = pick(1, 1024);
     const std::uint64_t base = 0x10000000;
     for (std::uint64_t i = 0; i < npages;) {
@@ -93,9 +95,17 @@ World random_world(std::mt19937_64& rng) {
     }
     for (int m = 0, n = static_cast<int>(pick(0, 5)); m < n; ++m) {
       const std::uint64_t a = base + pick(0, npages - 1) * kPageSize;
-      table->mark_moved({a, a + pick(1, 32) * kPageSize},
-                        static_cast<int>(pick(0, static_cast<std::uint64_t>(slow_nodes))),
-                        pick(200, 300) * kSec);
+      const int to = static_cast<int>(pick(0, static_cast<std::uint64_t>(slow_nodes)));
+      table->mark_moved({a, a + pick(1, 32) * kPageSize}, to, pick(200, 300) * kSec, to != 0);
+    }
+    // Demotions then accesses: mis-demotions (strikes) and page-level evidence on slow nodes.
+    for (int m = 0, n = static_cast<int>(pick(0, 4)); m < n; ++m) {
+      const std::uint64_t a = base + pick(0, npages - 1) * kPageSize;
+      const AddrRange r{a, a + pick(1, 16) * kPageSize};
+      const TimeNs at = pick(200, 290) * kSec;
+      table->mark_moved(r, 1, at, true);
+      table->add(AccessSample{.addr = r.start, .time = at + pick(1, 10) * kSec, .weight = 1});
+      if (coin(0.5)) table->set_node(r, 0);
     }
     if (gran == Granularity::kRegion) table->compact(300 * kSec);
     w.targets.push_back(
@@ -155,23 +165,33 @@ void check(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t
   for (const auto& u : units) {
     if (u.move == nullptr) continue;
     const auto& m = *u.move;
-    const GroupPolicy& pol = w.groups[w.targets[u.target].group].policy;
+    const std::size_t g = w.targets[u.target].group;
+    const GroupPolicy& pol = w.groups[g].policy;
     EXPECT_EQ(m.from_node, u.unit.node);
     EXPECT_NE(m.from_node, m.to_node);
     EXPECT_FALSE(excluded(pol, u.unit.range));
-    // Min residence.
-    if (u.unit.last_moved != 0) {
-      EXPECT_GE(from_tick(now_tick - u.unit.last_moved), pol.min_residence);
-    }
     if (m.reason == MoveReason::kHotPromotion) {
-      EXPECT_GE(u.unit.heat, static_cast<float>(pol.promote_heat));
+      // Accessed on the slow node since it got there, whenever it got there.
+      EXPECT_TRUE(u.unit.touched || u.unit.heat >= static_cast<float>(pol.promote_heat));
       EXPECT_TRUE(pol.promote);
     } else {
       EXPECT_LE(u.unit.heat, static_cast<float>(pol.demote_heat));
+      // Min residence and the protection of mis-demoted pages.
+      if (u.unit.last_moved != 0) {
+        EXPECT_GE(from_tick(now_tick - u.unit.last_moved), pol.min_residence);
+      }
+      if (u.unit.strikes > 0 && pol.cold_age) {
+        EXPECT_GE(from_tick(now_tick - u.unit.last_moved), *pol.cold_age << u.unit.strikes);
+      }
     }
+    const TimeNs idle = from_tick(now_tick - std::min(now_tick, u.unit.last_access));
     if (m.reason == MoveReason::kColdAge) {
       ASSERT_TRUE(pol.cold_age);
-      EXPECT_GE(from_tick(now_tick - u.unit.last_access), *pol.cold_age);
+      EXPECT_GE(idle, std::max(*pol.cold_age, g < snap.cold_age.size() ? snap.cold_age[g] : 0));
+    }
+    if (m.reason == MoveReason::kHeadroom) {
+      ASSERT_TRUE(pol.cold_age);
+      EXPECT_GE(idle, *pol.cold_age);
     }
     delta[m.to_node] += static_cast<std::int64_t>(u.unit.range.bytes());
     delta[m.from_node] -= static_cast<std::int64_t>(u.unit.range.bytes());
@@ -190,22 +210,22 @@ void check(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t
   }
   // Coldest first: within a group and a source node, a range that stays and
   // was eligible under the same rule is never colder than one demoted.
+  const NodeFacts facts(*snap.topology);
   for (const auto& r : units) {
     if (r.move == nullptr || r.move->reason == MoveReason::kHotPromotion) continue;
     const std::size_t g = w.targets[r.target].group;
-    const GroupPolicy& pol = w.groups[g].policy;
+    const GroupRules rules(
+        w.groups[g], facts, snap.now,
+        g < snap.cold_age.size() ? std::optional<TimeNs>(snap.cold_age[g]) : std::nullopt);
     for (const auto& s : units) {
       if (s.move != nullptr || w.targets[s.target].group != g || s.unit.node != r.unit.node)
         continue;
-      if (excluded(pol, s.unit.range) || s.unit.heat > static_cast<float>(pol.demote_heat))
-        continue;
-      if (s.unit.last_moved != 0 && from_tick(now_tick - s.unit.last_moved) < pol.min_residence) {
-        continue;
-      }
-      if (r.move->reason == MoveReason::kColdAge &&
-          from_tick(now_tick - s.unit.last_access) < *pol.cold_age) {
-        continue;
-      }
+      const Rule rule = rules.classify(s.unit);
+      const bool eligible =
+          rule == Rule::kCold ||
+          (r.move->reason != MoveReason::kColdAge && rule == Rule::kCooling) ||
+          (r.move->reason == MoveReason::kWatermark && rule == Rule::kWarm && rules.watermark());
+      if (!eligible) continue;
       EXPECT_FALSE(s.unit.heat < r.unit.heat)
           << "stays at heat " << s.unit.heat << " while " << r.move->why;
     }
@@ -228,12 +248,19 @@ void for_each_plan(Visit&& visit) {
           .targets = w.targets,
           .now = now,
           .budget_bytes = std::uniform_int_distribution<std::uint64_t>(0, 2048)(rng) * kPageSize};
+      for (const auto& gc : w.groups) {
+        // The tuner's effective cold age: at or above the configured one.
+        snap.cold_age.push_back(gc.policy.cold_age.value_or(0) *
+                                std::uniform_int_distribution<TimeNs>(1, 3)(rng));
+      }
       const Plan p = plan(snap);
       visit(w, snap, p, seed);
       if (::testing::Test::HasFailure()) return;
       for (const auto& m : p.moves) {
         for (std::size_t t = 0; t < w.targets.size(); ++t) {
-          if (w.targets[t].pid == m.pid) w.tables[t]->mark_moved(m.range, m.to_node, now);
+          if (w.targets[t].pid == m.pid) {
+            w.tables[t]->mark_moved(m.range, m.to_node, now, m.reason != MoveReason::kHotPromotion);
+          }
         }
         for (auto& n : w.topo.nodes) {
           if (n.id == m.to_node) n.mem_free_bytes -= m.range.bytes();
@@ -272,7 +299,10 @@ void check_explain(const World& w, const Snapshot& snap, const Plan& plan, std::
   SCOPED_TRACE(fmt::format("seed {}", seed));
   const NodeFacts facts(*snap.topology);
   for (const auto& tv : w.targets) {
-    const GroupRules rules(w.groups[tv.group], facts, snap.now);
+    const GroupRules rules(w.groups[tv.group], facts, snap.now,
+                           tv.group < snap.cold_age.size()
+                               ? std::optional<TimeNs>(snap.cold_age[tv.group])
+                               : std::nullopt);
     std::vector<PlannedMove> mine;
     for (const auto& m : plan.moves) {
       if (m.pid == tv.pid) mine.push_back(m);
@@ -282,7 +312,7 @@ void check_explain(const World& w, const Snapshot& snap, const Plan& plan, std::
       ++seen[v.rule];
       if (v.move == nullptr) {
         EXPECT_FALSE(v.why.starts_with("moving")) << v.why;
-        if (v.rule == Rule::kCold || v.rule == Rule::kHotOnSlow) {
+        if (v.rule == Rule::kCold || v.rule == Rule::kAccessedOnSlow) {
           EXPECT_FALSE(plan.notes.empty()) << "a candidate stays and no note says why: " << v.why;
         }
         return;
@@ -293,11 +323,16 @@ void check_explain(const World& w, const Snapshot& snap, const Plan& plan, std::
           EXPECT_EQ(v.rule, Rule::kCold) << v.why;
           break;
         case MoveReason::kWatermark:
-          EXPECT_TRUE(v.rule == Rule::kCold || (v.rule == Rule::kWarm && rules.watermark()))
+          EXPECT_TRUE(v.rule == Rule::kCold || v.rule == Rule::kCooling ||
+                      (v.rule == Rule::kWarm && rules.watermark()))
+              << static_cast<int>(v.rule) << " " << v.why;
+          break;
+        case MoveReason::kHeadroom:
+          EXPECT_TRUE(v.rule == Rule::kCold || v.rule == Rule::kCooling)
               << static_cast<int>(v.rule) << " " << v.why;
           break;
         case MoveReason::kHotPromotion:
-          EXPECT_EQ(v.rule, Rule::kHotOnSlow) << v.why;
+          EXPECT_EQ(v.rule, Rule::kAccessedOnSlow) << v.why;
           break;
         case MoveReason::kManual:
           ADD_FAILURE() << "the planner never plans manual moves";
@@ -314,8 +349,9 @@ TEST(PlannerProperty, ExplainAgreesWithThePlanUnitByUnit) {
   });
   // Every rule but kNowhereToDemote (each world has a demotion target; see
   // rules_test.cpp) decided some units.
-  for (const Rule r : {Rule::kUnknownNode, Rule::kRecentlyMoved, Rule::kExcluded, Rule::kHotOnSlow,
-                       Rule::kStaysOnSlow, Rule::kHot, Rule::kWarm, Rule::kCold}) {
+  for (const Rule r : {Rule::kUnknownNode, Rule::kRecentlyMoved, Rule::kExcluded,
+                       Rule::kAccessedOnSlow, Rule::kStaysOnSlow, Rule::kProtected, Rule::kHot,
+                       Rule::kWarm, Rule::kCooling, Rule::kCold}) {
     EXPECT_GT(seen[r], 100U) << "rule " << static_cast<int>(r);
   }
 }

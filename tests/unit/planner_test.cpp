@@ -97,7 +97,7 @@ TEST(Planner, ColdAgeDemotesIdleRangesAsOneMove) {
   EXPECT_EQ(m.from_node, 0);
   EXPECT_EQ(m.to_node, 1);
   EXPECT_EQ(m.reason, MoveReason::kColdAge);
-  EXPECT_EQ(m.why, "idle 1.67m >= cold_age 30s; heat 0.00/s <= demote_heat 0.50/s; 256KiB");
+  EXPECT_EQ(m.why, "idle 1.67m >= cold age 30s; heat 0.00/s <= demote_heat 0.50/s; 256KiB");
   EXPECT_EQ(p.demote_bytes, 64 * kPageSize);
   EXPECT_EQ(p.promote_bytes, 0U);
 }
@@ -175,18 +175,26 @@ TEST(Planner, HotPromotionWithHysteresisAndResidence) {
   Fixture f;
   auto& t = f.table();
   t.track(pages(0, 30), 1, kNow - 500 * kSec);
-  heat_up(t, pages(0, 10), 10);   // hot: above promote_heat 2/s
-  heat_up(t, pages(10, 10), 1);   // lukewarm: between demote_heat and promote_heat
-  heat_up(t, pages(20, 10), 10);  // hot but moved 30 s ago
-  t.mark_moved(pages(20, 10), 1, kNow - 30 * kSec);
+  heat_up(t, pages(0, 10), 10);  // hot: above promote_heat 2/s
+  // Lukewarm by region reports alone (no page-level evidence): between
+  // demote_heat and promote_heat, it stays on the slow node.
+  for (TimeNs s = kNow - 30 * kSec; s <= kNow; s += kSec) {
+    t.add(RegionAccess{.range = pages(10, 10), .nr_accesses = 1, .time = s});
+  }
+  t.mark_moved(pages(20, 10), 1, kNow - 30 * kSec, true);                // demoted 30 s ago...
+  t.add(AccessSample{.addr = pages(25, 1).start, .time = kNow - kSec});  // ...touched since
   const Plan p = f.run();
-  ASSERT_EQ(p.moves.size(), 1U);
+  ASSERT_EQ(p.moves.size(), 2U);
   EXPECT_EQ(p.moves[0].range, pages(0, 10));
   EXPECT_EQ(p.moves[0].reason, MoveReason::kHotPromotion);
   EXPECT_EQ(p.moves[0].from_node, 1);
   EXPECT_EQ(p.moves[0].to_node, 0);
-  EXPECT_THAT(p.moves[0].why, HasSubstr(">= promote_heat 2.00/s on slow node 1"));
-  EXPECT_EQ(p.promote_bytes, 10 * kPageSize);
+  EXPECT_THAT(p.moves[0].why, HasSubstr("accessed on slow node 1 since it was moved there"));
+  // A page touched since its demotion comes back at once: min_residence holds
+  // pages in DRAM, never on the slow node.
+  EXPECT_EQ(p.moves[1].range, pages(25, 1));
+  EXPECT_EQ(p.moves[1].reason, MoveReason::kHotPromotion);
+  EXPECT_EQ(p.promote_bytes, 11 * kPageSize);
   // Lukewarm pages on DRAM stay too: between the thresholds nothing moves.
   Fixture g;
   auto& u = g.table();

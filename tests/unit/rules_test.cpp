@@ -72,18 +72,44 @@ TEST(Rules, EachRuleInItsOrder) {
   const GroupRules rules(g, facts, kNow);
   EXPECT_EQ(rules.classify(unit(-1, 0, 100 * kSec)), Rule::kUnknownNode);
   EXPECT_EQ(rules.classify(unit(7, 0, 100 * kSec)), Rule::kUnknownNode);
-  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 10 * kSec)), Rule::kRecentlyMoved);
-  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 61 * kSec)), Rule::kCold);
   HeatUnit ex = unit(0, 0, 100 * kSec);
   ex.range = {kBase + 7 * kPageSize, kBase + 9 * kPageSize};
   EXPECT_EQ(rules.classify(ex), Rule::kExcluded);
-  EXPECT_EQ(rules.classify(unit(1, 3.0F, 0)), Rule::kHotOnSlow);
+  EXPECT_EQ(rules.classify(unit(1, 3.0F, 0)), Rule::kAccessedOnSlow);
   EXPECT_EQ(rules.classify(unit(1, 1.0F, 0)), Rule::kStaysOnSlow);
+  // Page-level evidence since it got there promotes, however recently it came.
+  HeatUnit touched = unit(1, 0.0F, 0, 5 * kSec);
+  touched.touched = true;
+  EXPECT_EQ(rules.classify(touched), Rule::kAccessedOnSlow);
+  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 10 * kSec)), Rule::kRecentlyMoved);
+  EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 61 * kSec)), Rule::kCold);
+  // Mis-demoted twice: cold_age << 2 = 120 s after that demotion.
+  HeatUnit struck = unit(0, 0, 100 * kSec, 61 * kSec);
+  struck.strikes = 2;
+  EXPECT_EQ(rules.classify(struck), Rule::kProtected);
+  EXPECT_THAT(rules.words(Rule::kProtected, struck), HasSubstr("2 time(s)"));
+  struck.strikes = 1;
+  EXPECT_EQ(rules.classify(struck), Rule::kCold);
   EXPECT_EQ(rules.classify(unit(0, 0.6F, 100 * kSec)), Rule::kHot);
   EXPECT_EQ(rules.classify(unit(0, 0.5F, 29 * kSec)), Rule::kWarm);
   EXPECT_EQ(rules.classify(unit(0, 0.5F, 30 * kSec)), Rule::kCold);
   EXPECT_EQ(rules.demotion_dest(0), 1);
   EXPECT_FALSE(rules.watermark());
+}
+
+TEST(Rules, AnEffectiveColdAgeAboveTheFloorMakesCooling) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  const GroupRules rules(group(), facts, kNow, 60 * kSec);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 29 * kSec)), Rule::kWarm);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 30 * kSec)), Rule::kCooling);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 60 * kSec)), Rule::kCold);
+  EXPECT_THAT(rules.words(Rule::kCooling, unit(0, 0.0F, 30 * kSec)),
+              HasSubstr("effective cold age 1m"));
+  // Below the floor it is the floor.
+  const GroupRules low(group(), facts, kNow, 5 * kSec);
+  EXPECT_EQ(low.classify(unit(0, 0.0F, 29 * kSec)), Rule::kWarm);
+  EXPECT_EQ(low.classify(unit(0, 0.0F, 30 * kSec)), Rule::kCold);
 }
 
 TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
@@ -99,7 +125,7 @@ TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
   EXPECT_TRUE(rules.slow(2));
   EXPECT_EQ(rules.demotion_dest(0), 2);
   EXPECT_EQ(rules.classify(unit(2, 0.0F, 100 * kSec)), Rule::kStaysOnSlow);
-  EXPECT_EQ(rules.classify(unit(2, 5.0F, 0)), Rule::kHotOnSlow);
+  EXPECT_EQ(rules.classify(unit(2, 5.0F, 0)), Rule::kAccessedOnSlow);
   EXPECT_EQ(rules.classify(unit(0, 0.0F, 100 * kSec)), Rule::kCold);
   EXPECT_THAT(rules.words(Rule::kCold, unit(0, 0.0F, 100 * kSec)), HasSubstr("demotion to node 2"));
 }
@@ -150,7 +176,7 @@ TEST(Rules, ExplainPrefersThePlannedMove) {
   EXPECT_EQ(v.why, "moving to node 1: idle");
   const Verdict waiting = explain_unit(rules, cold, {});
   EXPECT_EQ(waiting.move, nullptr);
-  EXPECT_THAT(waiting.why, StartsWith("cold: eligible for demotion to node 1"));
+  EXPECT_THAT(waiting.why, StartsWith("cold (idle 1.67m >= 30s): eligible for demotion to node 1"));
 }
 
 }  // namespace

@@ -41,42 +41,47 @@ SourceRegistry registry() {
   return r;
 }
 
-TEST(SourceRegistry, PicksTheFirstAvailableAndSaysWhyNotTheOthers) {
+TEST(SourceRegistry, RunsEveryAvailableOneAndSaysWhyNotTheOthers) {
   const auto reg = registry();
-  auto c = agent::select_source(reg, {}, std::nullopt);
+  auto c = agent::select_sources(reg, {}, std::nullopt);
   ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->source->kind(), SourceKind::kFault);
-  EXPECT_EQ(c->source->name(), "faults");
-  EXPECT_EQ(
-      c->reason,
-      "faults: ok: faults; not pmu: no PMU event: none; not damon: no DAMON vaddr: paddr only");
+  ASSERT_EQ(c->sources.size(), 1U);
+  EXPECT_EQ(c->sources[0].source->kind(), SourceKind::kFault);
+  EXPECT_EQ(c->sources[0].reason, "ok: faults");
+  EXPECT_EQ(c->summary,
+            "faults; not pmu: no PMU event: none; not damon: no DAMON vaddr: paddr only");
   EXPECT_EQ(c->reports.size(), 3U);
 }
 
-TEST(SourceRegistry, PreferenceOrderFromConfig) {
+TEST(SourceRegistry, TheConfigsListInItsOrder) {
   const auto reg = registry();
-  const std::vector<SourceKind> prefer = {SourceKind::kPmuSoft, SourceKind::kFault};
-  auto c = agent::select_source(reg, prefer, std::nullopt);
+  const std::vector<SourceKind> use = {SourceKind::kPmuSoft, SourceKind::kDamon,
+                                       SourceKind::kFault};
+  auto c = agent::select_sources(reg, use, std::nullopt);
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->source->name(), "pmu-soft");
+  ASSERT_EQ(c->sources.size(), 2U);
+  EXPECT_EQ(c->sources[0].source->name(), "pmu-soft");
+  EXPECT_EQ(c->sources[1].source->name(), "faults");
+  EXPECT_EQ(c->summary, "pmu-soft, faults; not damon: no DAMON vaddr: paddr only");
   const std::vector<SourceKind> unregistered = {SourceKind::kIdlePage};
-  auto bad = agent::select_source(reg, unregistered, std::nullopt);
+  auto bad = agent::select_sources(reg, unregistered, std::nullopt);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().message, "hotness source 'idle' in the preference list is not registered");
+  EXPECT_EQ(bad.error().message, "hotness source 'idle' in sources.use is not registered");
 }
 
 TEST(SourceRegistry, ForcedSourceMustBeAvailable) {
   const auto reg = registry();
-  auto forced = agent::select_source(reg, {}, SourceKind::kPmuSoft);
+  auto forced = agent::select_sources(reg, {}, SourceKind::kPmuSoft);
   ASSERT_TRUE(forced);
-  EXPECT_EQ(forced->source->name(), "pmu-soft");
-  EXPECT_NE(forced->reason.find("forced by config"), std::string::npos);
-  auto no = agent::select_source(reg, {}, SourceKind::kDamon);
+  ASSERT_EQ(forced->sources.size(), 1U);
+  EXPECT_EQ(forced->sources[0].source->name(), "pmu-soft");
+  EXPECT_EQ(forced->summary, "pmu-soft (forced by config)");
+  auto no = agent::select_sources(reg, {}, SourceKind::kDamon);
   ASSERT_FALSE(no);
   EXPECT_EQ(
       no.error().message,
       "hotness source 'damon' (forced by config) cannot run here: no DAMON vaddr: paddr only");
-  auto unknown = agent::select_source(reg, {}, SourceKind::kIdlePage);
+  auto unknown = agent::select_sources(reg, {}, SourceKind::kIdlePage);
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().message, "hotness source 'idle' (forced by config) is not registered");
 }
@@ -87,7 +92,7 @@ TEST(SourceRegistry, NothingAvailable) {
       .kind = SourceKind::kPmu, .summary = "", .make = [] {
         return std::make_unique<FixedSource>(SourceKind::kPmu, Availability{false, "no"});
       }});
-  auto c = agent::select_source(r, std::vector<SourceKind>{SourceKind::kPmu}, std::nullopt);
+  auto c = agent::select_sources(r, std::vector<SourceKind>{SourceKind::kPmu}, std::nullopt);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message, "no hotness source can run here; not pmu: no");
 }

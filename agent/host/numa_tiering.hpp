@@ -1,0 +1,80 @@
+#pragma once
+// The kernel's memory-tiering knobs kvtier leans on. With NUMA balancing in tiering mode
+// (kernel.numa_balancing bit 2) the kernel unmaps pages on slower tiers now and then; the next
+// access to such a page takes a NUMA hint fault, which kvtier's fault source sees page by page,
+// and the kernel may promote the page in the fault path itself, before the access completes.
+// Three debugfs knobs shape that (/sys/kernel/debug/sched/numa_balancing/):
+//   hot_threshold_ms    a hint fault promotes only if the page was unmapped less than this long
+//                       ago; kvtier decides coldness itself, so it raises the threshold to
+//                       promote on the first access of a demoted page;
+//   scan_period_min_ms, scan_period_max_ms
+//                       how often a task's memory is unmapped, in the task's own CPU time: a
+//                       process that mostly waits (an inference server between batches) is
+//                       scanned rarely, and a page kvtier demoted stays mapped (its accesses
+//                       invisible) until the next scan.
+// kvtierd applies what the config asks at start and puts back what it found when it stops.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/host/host_paths.hpp"
+#include "policy/error.hpp"
+
+namespace kvtier::agent {
+
+// kernel.numa_balancing bits (include/linux/sched/sysctl.h).
+inline constexpr std::uint64_t kNumaBalancingNormal = 1;
+inline constexpr std::uint64_t kNumaBalancingTiering = 2;
+
+// What the kernel has now; a knob the kernel lacks (no debugfs, an old kernel) is nullopt.
+struct TieringKnobValues {
+  std::optional<std::uint64_t> numa_balancing;
+  std::optional<std::uint64_t> hot_threshold_ms;
+  std::optional<std::uint64_t> scan_period_min_ms;
+  std::optional<std::uint64_t> scan_period_max_ms;
+
+  [[nodiscard]] bool tiering() const {
+    return numa_balancing && (*numa_balancing & kNumaBalancingTiering) != 0;
+  }
+  friend bool operator==(const TieringKnobValues&, const TieringKnobValues&) = default;
+};
+
+// What kvtierd is asked to set; nullopt leaves a knob as the host has it.
+struct TieringWish {
+  bool tiering_mode = false;  // OR kNumaBalancingTiering into kernel.numa_balancing
+  std::optional<std::uint64_t> hot_threshold_ms;
+  std::optional<std::uint64_t> scan_period_min_ms;
+  std::optional<std::uint64_t> scan_period_max_ms;
+};
+
+class KernelTiering {
+ public:
+  explicit KernelTiering(HostPaths paths) : paths_(std::move(paths)) {}
+  ~KernelTiering() = default;
+  KernelTiering(const KernelTiering&) = delete;
+  KernelTiering& operator=(const KernelTiering&) = delete;
+
+  [[nodiscard]] TieringKnobValues read() const;
+  // Sets what `wish` asks and remembers the values it replaced (only the first time a knob is
+  // changed, so a reload that changes a knob again still restores the host's own value).
+  // Returns one line per knob changed; a knob that cannot be written is an error naming its
+  // file, and what was already changed stays recorded for restore().
+  Result<std::vector<std::string>> apply(const TieringWish& wish);
+  // Puts back every knob apply() changed; one line per knob restored or failed. Idempotent.
+  std::vector<std::string> restore();
+
+ private:
+  struct Saved {
+    std::string file;
+    std::uint64_t value = 0;
+  };
+  Result<std::optional<std::string>> set(const std::string& file, std::uint64_t value);
+  [[nodiscard]] std::string path_of(const std::string& file) const;
+
+  HostPaths paths_;
+  std::vector<Saved> saved_;
+};
+
+}  // namespace kvtier::agent

@@ -1,0 +1,63 @@
+// DAMON over the tracked mappings: auto-sized region bounds and the initial
+// regions (agent/sources/damon_source.hpp).
+
+#include <gtest/gtest.h>
+
+#include "agent/sources/damon_source.hpp"
+
+namespace kvtier {
+namespace {
+
+using agent::damon_sizing;
+using agent::DamonOptions;
+using agent::split_evenly;
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+TEST(DamonSizing, RegionsFollowTheMemoryWithinTheCheckBudget) {
+  DamonOptions o{.sample_us = 1'000'000, .aggr_us = 5'000'000};
+  // 16 MiB: one region per 64 KiB.
+  auto s = damon_sizing(o, 16 * kMiB);
+  EXPECT_EQ(s.nr_regions.max, 256U);
+  EXPECT_EQ(s.nr_regions.min, 64U);
+  EXPECT_EQ(s.intervals.sample_us, 1'000'000U);
+  EXPECT_EQ(s.intervals.aggr_us, 5'000'000U);
+  EXPECT_EQ(s.intervals.update_us, 5'000'000U);
+  // 256 MiB would be 4096 regions: kDamonChecksPerSec a second at one check a
+  // second each caps it at 1000.
+  s = damon_sizing(o, 256 * kMiB);
+  EXPECT_EQ(s.nr_regions.max, agent::kDamonChecksPerSec);
+  EXPECT_EQ(s.nr_regions.min, agent::kDamonChecksPerSec / 4);
+  // Sampling twice as often halves the budget.
+  o.sample_us = 500'000;
+  EXPECT_EQ(damon_sizing(o, 256 * kMiB).nr_regions.max, agent::kDamonChecksPerSec / 2);
+  // Tiny: never fewer than 16; explicit bounds win.
+  EXPECT_EQ(damon_sizing(o, kMiB).nr_regions.max, 16U);
+  o.min_regions = 20;
+  o.max_regions = 30;
+  s = damon_sizing(o, 256 * kMiB);
+  EXPECT_EQ(s.nr_regions.min, 20U);
+  EXPECT_EQ(s.nr_regions.max, 30U);
+}
+
+TEST(DamonSizing, InitialRegionsCutEveryRangeInWholePages) {
+  const std::vector<AddrRange> ranges{{0x10000000, 0x10000000 + 4 * kMiB},
+                                      {0x20000000, 0x20000000 + 2 * kMiB}};
+  const auto r = split_evenly(ranges, 6);
+  ASSERT_EQ(r.size(), 6U);
+  for (const auto& x : r) {
+    EXPECT_EQ(x.bytes(), kMiB);
+    EXPECT_EQ(x.start % kPageSize, 0U);
+  }
+  EXPECT_EQ(r.front().start, 0x10000000U);
+  EXPECT_EQ(r.back().end, 0x20000000U + 2 * kMiB);
+  // Not a divisor: pieces of whole pages, the last one of a range shorter.
+  const auto odd = split_evenly(std::vector<AddrRange>{{0, 10 * kPageSize}}, 3);
+  ASSERT_EQ(odd.size(), 4U);
+  EXPECT_EQ(odd[0].bytes(), 3 * kPageSize);
+  EXPECT_EQ(odd[3].bytes(), kPageSize);
+  EXPECT_TRUE(split_evenly({}, 5).empty());
+}
+
+}  // namespace
+}  // namespace kvtier

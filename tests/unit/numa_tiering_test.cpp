@@ -1,0 +1,85 @@
+// The kernel's tiering knobs (agent/host/numa_tiering.hpp) over a tree laid out
+// like /proc/sys/kernel and debugfs' sched/numa_balancing.
+
+#include "agent/host/numa_tiering.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "fixture.hpp"
+
+namespace kvtier {
+namespace {
+
+using agent::KernelTiering;
+using agent::TieringWish;
+using testing::dir;
+using ::testing::ElementsAre;
+using testing::file;
+using testing::Fixture;
+using ::testing::HasSubstr;
+
+const std::string kBalancing = "proc/sys/kernel/numa_balancing";
+const std::string kDebug = "sys/kernel/debug/sched/numa_balancing/";
+
+Fixture host(const std::string& mode = "1") {
+  Fixture t({dir("proc", {dir("sys", {dir("kernel", {file("numa_balancing", mode + "\n")})})}),
+             dir("sys")});
+  t.write(kDebug + "hot_threshold_ms", "1000\n");
+  t.write(kDebug + "scan_period_min_ms", "1000\n");
+  t.write(kDebug + "scan_period_max_ms", "60000\n");
+  return t;
+}
+
+TEST(KernelTiering, AddsTheTieringModeSetsTheKnobsAndPutsThemBack) {
+  Fixture t = host("1");
+  KernelTiering k(t.paths());
+  EXPECT_FALSE(k.read().tiering());
+  auto changed = k.apply(TieringWish{.tiering_mode = true,
+                                     .hot_threshold_ms = 3600000,
+                                     .scan_period_min_ms = 100,
+                                     .scan_period_max_ms = std::nullopt});
+  ASSERT_TRUE(changed) << changed.error().message;
+  EXPECT_EQ(changed->size(), 3U);
+  EXPECT_THAT((*changed)[0], HasSubstr("numa_balancing: 1 -> 3")) << "normal mode kept";
+  EXPECT_EQ(t.read(kBalancing), "3");
+  EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "3600000");
+  EXPECT_EQ(t.read(kDebug + "scan_period_min_ms"), "100");
+  EXPECT_EQ(t.read(kDebug + "scan_period_max_ms"), "60000") << "nullopt: left alone";
+  EXPECT_TRUE(k.read().tiering());
+  // A reload that changes a knob again still restores the host's own value.
+  ASSERT_TRUE(k.apply(TieringWish{.hot_threshold_ms = 5000}));
+  EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "5000");
+  const auto restored = k.restore();
+  EXPECT_EQ(restored.size(), 3U);
+  EXPECT_EQ(t.read(kBalancing), "1");
+  EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "1000");
+  EXPECT_EQ(t.read(kDebug + "scan_period_min_ms"), "1000");
+  EXPECT_TRUE(k.restore().empty()) << "idempotent";
+}
+
+TEST(KernelTiering, NothingToChangeChangesNothing) {
+  Fixture t = host("2");
+  KernelTiering k(t.paths());
+  auto changed = k.apply(TieringWish{.tiering_mode = true, .hot_threshold_ms = 1000});
+  ASSERT_TRUE(changed);
+  EXPECT_TRUE(changed->empty());
+  EXPECT_TRUE(k.restore().empty());
+}
+
+TEST(KernelTiering, AMissingKnobIsAnErrorThatNamesItsFile) {
+  Fixture t = host("0");
+  t.remove(kDebug + "scan_period_max_ms");
+  KernelTiering k(t.paths());
+  EXPECT_FALSE(k.read().scan_period_max_ms.has_value());
+  auto changed = k.apply(TieringWish{.tiering_mode = true, .scan_period_max_ms = 1000});
+  ASSERT_FALSE(changed);
+  EXPECT_THAT(changed.error().message, HasSubstr("scan_period_max_ms"));
+  // What was set before the failure is still put back.
+  EXPECT_EQ(t.read(kBalancing), "2");
+  EXPECT_THAT(k.restore(), ElementsAre(HasSubstr("numa_balancing: restored 0")));
+  EXPECT_EQ(t.read(kBalancing), "0");
+}
+
+}  // namespace
+}  // namespace kvtier
