@@ -100,15 +100,15 @@ TEST(SourceRegistry, NothingAvailable) {
 // Issue 13: as non-root every BPF source said "no CAP_BPF: ..." again.
 TEST(SourceRegistry, OneReasonSharedBySeveralSourcesIsSaidOnce) {
   SourceRegistry r;
-  const std::vector<SourceKind> prefer = {SourceKind::kPmu, SourceKind::kDamon, SourceKind::kFault,
-                                          SourceKind::kIdlePage};
-  for (const SourceKind kind : prefer) {
+  const std::vector<SourceKind> use = {SourceKind::kPmu, SourceKind::kDamon, SourceKind::kFault,
+                                       SourceKind::kIdlePage};
+  for (const SourceKind kind : use) {
     const std::string why = kind == SourceKind::kIdlePage ? "no idle page tracking" : "no CAP_BPF";
     r.add(SourceFactory{.kind = kind, .summary = "", .make = [kind, why] {
                           return std::make_unique<FixedSource>(kind, Availability{false, why});
                         }});
   }
-  auto c = agent::select_source(r, prefer, std::nullopt);
+  auto c = agent::select_sources(r, use, std::nullopt);
   ASSERT_FALSE(c);
   EXPECT_EQ(c.error().message,
             "no hotness source can run here; not pmu, damon, faults: no CAP_BPF; not idle: no idle "
