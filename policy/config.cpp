@@ -289,31 +289,16 @@ class Section {
     });
   }
 
-  // A duration, or "off" for nullopt.
-  void optional_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi) {
-    const std::string allowed = fmt::format("\"off\" or a duration from {} to {}",
-                                            format_duration(lo), format_duration(hi));
-    auto parse = [](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
-      if (t == "off") return std::optional<TimeNs>{};
-      auto d = parse_duration(t);
-      if (!d) return std::unexpected(d.error());
-      return std::optional<TimeNs>{*d};
-    };
-    parsed<std::optional<TimeNs>>(k, out, parse, allowed, [&](const std::optional<TimeNs>& v) {
-      return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_duration(*v))
-                                       : std::string{};
-    });
-  }
-
-  // "keep" (nullopt: the host's value stays), `word` (for `word_value`), or a duration.
-  void keep_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
-                        std::string_view word = {}, TimeNs word_value = 0) {
+  // `none` (nullopt: "off", "keep", "auto"), `word` (for `word_value`), or a
+  // duration from lo to hi.
+  void word_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
+                        std::string_view none, std::string_view word = {}, TimeNs word_value = 0) {
     const std::string allowed =
-        fmt::format("\"keep\"{} or a duration from {} to {}",
+        fmt::format("\"{}\"{} or a duration from {} to {}", none,
                     word.empty() ? std::string() : fmt::format(", \"{}\"", word),
                     format_duration(lo), format_duration(hi));
     auto parse = [&](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
-      if (t == "keep") return std::optional<TimeNs>{};
+      if (t == none) return std::optional<TimeNs>{};
       if (!word.empty() && t == word) return std::optional<TimeNs>{word_value};
       auto d = parse_duration(t);
       if (!d) return std::unexpected(d.error());
@@ -325,20 +310,20 @@ class Section {
     });
   }
 
+  // A duration, or "off" for nullopt.
+  void optional_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi) {
+    word_or_duration(k, out, lo, hi, "off");
+  }
+
+  // "keep" (nullopt: the host's value stays), `word` (for `word_value`), or a duration.
+  void keep_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
+                        std::string_view word = {}, TimeNs word_value = 0) {
+    word_or_duration(k, out, lo, hi, "keep", word, word_value);
+  }
+
   // "auto" (nullopt) or a duration from lo to hi.
   void auto_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi) {
-    const std::string allowed = fmt::format("\"auto\" or a duration from {} to {}",
-                                            format_duration(lo), format_duration(hi));
-    auto parse = [](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
-      if (t == "auto") return std::optional<TimeNs>{};
-      auto d = parse_duration(t);
-      if (!d) return std::unexpected(d.error());
-      return std::optional<TimeNs>{*d};
-    };
-    parsed<std::optional<TimeNs>>(k, out, parse, allowed, [&](const std::optional<TimeNs>& v) {
-      return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_duration(*v))
-                                       : std::string{};
-    });
+    word_or_duration(k, out, lo, hi, "auto");
   }
 
   // "auto" (nullopt) or an integer from lo to hi.
