@@ -688,7 +688,9 @@ void read_limits(Section s, LimitsConfig& l) {
 }
 
 void read_tiering(Section s, TieringConfig& t) {
-  const Choices<bool> modes{{"tiering", true}, {"keep", false}};
+  const Choices<NumaBalancingMode> modes{{"tiering", NumaBalancingMode::kTiering},
+                                         {"tiering-only", NumaBalancingMode::kTieringOnly},
+                                         {"keep", NumaBalancingMode::kKeep}};
   s.choice("numa_balancing", t.numa_balancing, modes);
   s.keep_or_duration("promote_threshold", t.promote_threshold, kNsPerMs, kPromoteOnFirstAccess,
                      "first-access", kPromoteOnFirstAccess);

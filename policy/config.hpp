@@ -117,10 +117,14 @@ inline constexpr TimeNs kPromoteOnFirstAccess = 3600 * kNsPerSec;
 
 // The kernel's memory-tiering knobs kvtierd sets at start and puts back when it
 // stops (agent/host/numa_tiering.hpp); nullopt leaves a knob as the host has it.
+enum class NumaBalancingMode : std::uint8_t { kKeep, kTiering, kTieringOnly };
+
 struct TieringConfig {
-  // OR the tiering mode into kernel.numa_balancing: the kernel unmaps slow-tier
-  // pages now and then, so accesses to them fault (NUMA hint faults).
-  bool numa_balancing = true;
+  // What to OR into kernel.numa_balancing. kTiering (bits 1|2): the kernel
+  // unmaps pages now and then, so accesses fault (NUMA hint faults); on a slow
+  // node the fault may promote. kTieringOnly (bit 2): only slow-tier pages are
+  // unmapped. kKeep: the host's value stays.
+  NumaBalancingMode numa_balancing = NumaBalancingMode::kTiering;
   // hot_threshold_ms: a hint fault promotes its page in the fault path if the page
   // was unmapped less than this long ago.
   std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;

@@ -106,7 +106,12 @@ void Controller::apply_tiering() {
   const auto ms = [](std::optional<TimeNs> t) {
     return t ? std::optional<std::uint64_t>(*t / 1'000'000) : std::nullopt;
   };
-  auto changed = deps_.tiering->apply(TieringWish{.tiering_mode = c.numa_balancing,
+  const std::uint64_t bits =
+      c.numa_balancing == policy::NumaBalancingMode::kTiering
+          ? kNumaBalancingNormal | kNumaBalancingTiering
+          : (c.numa_balancing == policy::NumaBalancingMode::kTieringOnly ? kNumaBalancingTiering
+                                                                         : 0);
+  auto changed = deps_.tiering->apply(TieringWish{.balancing_bits = bits,
                                                   .hot_threshold_ms = ms(c.promote_threshold),
                                                   .scan_period_min_ms = ms(c.scan_period_min),
                                                   .scan_period_max_ms = ms(c.scan_period_max)});

@@ -54,10 +54,10 @@ Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {
     if (*r) changed.push_back(std::move(**r));
     return {};
   };
-  if (wish.tiering_mode) {
+  if (wish.balancing_bits != 0) {
     auto cur = read_u64(path_of(kBalancing));
     if (!cur) return std::unexpected(cur.error());
-    if (auto ok = one(kBalancing, *cur | kNumaBalancingTiering); !ok) {
+    if (auto ok = one(kBalancing, *cur | wish.balancing_bits); !ok) {
       return std::unexpected(ok.error());
     }
   }

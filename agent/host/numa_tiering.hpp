@@ -43,7 +43,7 @@ struct TieringKnobValues {
 
 // What kvtierd is asked to set; nullopt leaves a knob as the host has it.
 struct TieringWish {
-  bool tiering_mode = false;  // OR kNumaBalancingTiering into kernel.numa_balancing
+  std::uint64_t balancing_bits = 0;  // ORed into kernel.numa_balancing (0: left alone)
   std::optional<std::uint64_t> hot_threshold_ms;
   std::optional<std::uint64_t> scan_period_min_ms;
   std::optional<std::uint64_t> scan_period_max_ms;

@@ -57,7 +57,7 @@ TEST(Config, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(g.policy.cold_age_max, 600 * kNsPerSec);
   EXPECT_DOUBLE_EQ(g.policy.misdemotion_target, 0.05);
   EXPECT_DOUBLE_EQ(cfg->limits.dram_headroom, 0.03);
-  EXPECT_TRUE(cfg->tiering.numa_balancing);
+  EXPECT_EQ(cfg->tiering.numa_balancing, NumaBalancingMode::kTiering);
   EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteOnFirstAccess);
   EXPECT_FALSE(g.demotion_node.has_value());
   EXPECT_FALSE(g.policy.dram_limit.has_value());
@@ -292,6 +292,19 @@ TEST(Config, ColdAgeMaxFollowsALongColdAgeUnlessSet) {
   EXPECT_EQ(p.key, "group[0].policy.cold_age_max");
   EXPECT_EQ(p.line, 8);
   EXPECT_THAT(p.message, HasSubstr("below cold_age"));
+}
+
+TEST(Config, NumaBalancingModes) {
+  for (const auto& [text, mode] :
+       {std::pair<std::string, NumaBalancingMode>{"tiering", NumaBalancingMode::kTiering},
+        {"tiering-only", NumaBalancingMode::kTieringOnly},
+        {"keep", NumaBalancingMode::kKeep}}) {
+    auto cfg = parse_config("[tiering]\nnuma_balancing = \"" + text + "\"\n" + kGroup, "t.toml");
+    ASSERT_TRUE(cfg) << text;
+    EXPECT_EQ(cfg->tiering.numa_balancing, mode) << text;
+  }
+  EXPECT_EQ(only_problem("[tiering]\nnuma_balancing = \"normal\"\n" + kGroup).key,
+            "tiering.numa_balancing");
 }
 
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {

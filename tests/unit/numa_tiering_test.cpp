@@ -31,11 +31,29 @@ Fixture host(const std::string& mode = "1") {
   return t;
 }
 
+// From a host with NUMA balancing off: "tiering" (normal + tiering) sets 3,
+// "tiering-only" sets 2; each is put back to 0.
+TEST(KernelTiering, BalancingBitsFromOff) {
+  for (const auto& [bits, want] :
+       {std::pair<std::uint64_t, const char*>{
+            agent::kNumaBalancingNormal | agent::kNumaBalancingTiering, "3"},
+        {agent::kNumaBalancingTiering, "2"}}) {
+    Fixture t = host("0");
+    KernelTiering k(t.paths());
+    auto changed = k.apply(TieringWish{.balancing_bits = bits});
+    ASSERT_TRUE(changed) << changed.error().message;
+    EXPECT_EQ(t.read(kBalancing), want);
+    EXPECT_TRUE(k.read().tiering());
+    EXPECT_EQ(k.restore().size(), 1U);
+    EXPECT_EQ(t.read(kBalancing), "0");
+  }
+}
+
 TEST(KernelTiering, AddsTheTieringModeSetsTheKnobsAndPutsThemBack) {
   Fixture t = host("1");
   KernelTiering k(t.paths());
   EXPECT_FALSE(k.read().tiering());
-  auto changed = k.apply(TieringWish{.tiering_mode = true,
+  auto changed = k.apply(TieringWish{.balancing_bits = agent::kNumaBalancingTiering,
                                      .hot_threshold_ms = 3600000,
                                      .scan_period_min_ms = 100,
                                      .scan_period_max_ms = std::nullopt});
@@ -61,7 +79,8 @@ TEST(KernelTiering, AddsTheTieringModeSetsTheKnobsAndPutsThemBack) {
 TEST(KernelTiering, NothingToChangeChangesNothing) {
   Fixture t = host("2");
   KernelTiering k(t.paths());
-  auto changed = k.apply(TieringWish{.tiering_mode = true, .hot_threshold_ms = 1000});
+  auto changed = k.apply(
+      TieringWish{.balancing_bits = agent::kNumaBalancingTiering, .hot_threshold_ms = 1000});
   ASSERT_TRUE(changed);
   EXPECT_TRUE(changed->empty());
   EXPECT_TRUE(k.restore().empty());
@@ -72,7 +91,8 @@ TEST(KernelTiering, AMissingKnobIsAnErrorThatNamesItsFile) {
   t.remove(kDebug + "scan_period_max_ms");
   KernelTiering k(t.paths());
   EXPECT_FALSE(k.read().scan_period_max_ms.has_value());
-  auto changed = k.apply(TieringWish{.tiering_mode = true, .scan_period_max_ms = 1000});
+  auto changed = k.apply(
+      TieringWish{.balancing_bits = agent::kNumaBalancingTiering, .scan_period_max_ms = 1000});
   ASSERT_FALSE(changed);
   EXPECT_THAT(changed.error().message, HasSubstr("scan_period_max_ms"));
   // What was set before the failure is still put back.
