@@ -104,7 +104,7 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
     heat_sum += u.heat * static_cast<double>(u.range.bytes()) / static_cast<double>(kPageSize);
     if (window > 0 && idle_of(u, now) < window) {
       hot += u.range.bytes();
-      hot_by_node[u.node] += u.range.bytes();
+      if (u.node >= 0) hot_by_node[u.node] += u.range.bytes();  // not resident: no node
     }
     if (pol.cold_age && idle_of(u, now) >= *pol.cold_age) idle += u.range.bytes();
   });
