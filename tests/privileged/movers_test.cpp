@@ -95,11 +95,16 @@ TEST(MoversPrivileged, NodeWithoutMemoryIsRefused) {
   Child child;
   MovePagesMover mover({});
   const AddrRange r[] = {{.start = child.addr, .end = child.addr + kTouched * kPageSize}};
-  // Node 1 does not exist on this host: the kernel answers ENODEV for the call.
+  // Node 1 does not exist on this host: the kernel answers ENODEV for the call,
+  // and every page the first look found present counts as `other`. Under load
+  // (CI building and booting guests beside it) the first look found 2 of 600
+  // pages momentarily not present once (compaction moving them, most likely):
+  // they are counted as such, never lost.
   const auto st = mover.move(child.pid, r, 1);
   EXPECT_EQ(st.moved, 0U);
-  EXPECT_EQ(st.other, kTouched);
   EXPECT_EQ(st.last_errno, ENODEV);
+  EXPECT_GT(st.other, 0U);
+  EXPECT_EQ(st.other + st.not_present + st.busy + st.already_there, kTouched);
 }
 
 TEST(MoversPrivileged, ExitedProcessIsGone) {

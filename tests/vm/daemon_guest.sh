@@ -4,7 +4,8 @@
 # Prints KEY=VALUE and JSON lines that tests/vm/check_daemon.py judges.
 set -eu
 # NUMA balancing would pull pages back behind kvtierd's back; this test is
-# about kvtier's own placement.
+# about kvtier's own placement, so it is off and kvtierd keeps it so
+# ([tiering] numa_balancing = "keep"; the benchmark runs the default).
 echo 0 > /proc/sys/kernel/numa_balancing
 cat > /tmp/kvtier.toml <<'CFG'
 [daemon]
@@ -14,6 +15,8 @@ socket = "/tmp/kvtierd.sock"
 socket_group = "root"
 [limits]
 min_free = "64MiB"
+[tiering]
+numa_balancing = "keep"
 [[group]]
 name = "hotset"
 [group.select]
