@@ -313,10 +313,10 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
       t.not_present_bytes = map.not_present_bytes;
       t.huge_blocks = std::move(map.huge_blocks);
       t.last_full_residency = now;
-    } else {
+    } else if (!t.touched_pages.empty()) {
       // The pages sampled since the last read may have moved (the kernel's
-      // promotions); kvtier's own moves are in the heat table already.
-      if (!t.touched_pages.empty()) refresh_touched(t, &error);
+      // promotions); kvtier's own moves are counted as they happen (move()).
+      refresh_touched(t, &error);
       t.bytes_per_node = bytes_per_node(*t.heat, now);
     }
     t.touched_pages.clear();
@@ -456,10 +456,22 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
   bucket_.consume(std::min(st.bytes_moved, bucket_.available()));
   if (t != nullptr) {
     t->moved += st;
+    if (st.moved == st.requested) {
+      // Every page moved: the bytes per node follow without reading them again.
+      for (const auto& r : ranges) {
+        const auto u = t->heat->at(r.start, now);
+        const int from = u ? u->node : -1;
+        auto& on_from = t->bytes_per_node[from];
+        on_from -= std::min(on_from, r.bytes());
+        t->bytes_per_node[to_node] += r.bytes();
+        if (on_from == 0) t->bytes_per_node.erase(from);
+      }
+    } else {
+      // Pages left behind (busy, pinned, a partial huge page...) are not where
+      // the heat table will say: the next step reads every page's node again.
+      t->last_full_residency = 0;
+    }
     for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now, demotion);
-    // Pages left behind (busy, pinned, a partial huge page...) are not where the
-    // heat table now says: the next step reads every page's node again.
-    if (st.moved + st.already_there < st.requested) t->last_full_residency = 0;
     GroupFeedback& fb = state_.feedback[t->group];
     (demotion ? fb.demoted_bytes : fb.promoted_bytes) += st.bytes_moved;
     if (demotion) fb.step_demoted += st.bytes_moved;
