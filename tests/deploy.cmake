@@ -16,3 +16,17 @@ set_tests_properties(privileged.prometheus_scrape PROPERTIES
 add_test(NAME unit.grafana_dashboard
   COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/deploy/grafana_dashboard_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(unit.grafana_dashboard PROPERTIES LABELS unit)
+
+# deploy/kubernetes against the Kubernetes API schema (kubernetes-models, from npm; offline
+# once installed into the build tree).
+add_test(NAME unit.kubernetes_manifests
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/deploy/kubernetes_manifests_test.sh
+          ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(unit.kubernetes_manifests PROPERTIES LABELS unit TIMEOUT 300)
+
+# The ConfigMap reloader (deploy/kubernetes) with a real kvtierd: reload without restart.
+add_test(NAME privileged.config_reloader
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/privileged/config_reloader_test.sh
+          ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(privileged.config_reloader PROPERTIES
+  LABELS privileged SKIP_RETURN_CODE 77 TIMEOUT 120)
