@@ -91,6 +91,7 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   s.socket_group = cfg.telemetry.socket_group;
   s.prometheus_enabled = cfg.telemetry.prometheus;
   s.prometheus_listen = cfg.telemetry.prometheus_listen;
+  s.prometheus_allow_non_loopback = cfg.telemetry.prometheus_allow_non_loopback;
   s.interval = std::chrono::milliseconds(cfg.daemon.interval / 1'000'000);
   s.promote_interval =
       std::chrono::milliseconds(cfg.daemon.promote_interval.value_or(0) / 1'000'000);

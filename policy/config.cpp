@@ -610,6 +610,7 @@ void read_telemetry(Section s, TelemetryConfig& t) {
   s.boolean("prometheus", t.prometheus);
   s.string("prometheus_listen", t.prometheus_listen, "HOST:PORT, e.g. \"127.0.0.1:9464\"",
            check_listen);
+  s.boolean("prometheus_allow_non_loopback", t.prometheus_allow_non_loopback);
   s.finish();
 }
 

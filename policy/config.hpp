@@ -75,6 +75,8 @@ struct TelemetryConfig {
   std::string socket_group = "kvtier";
   bool prometheus = false;
   std::string prometheus_listen = "127.0.0.1:9464";
+  // A pod's own network namespace has no scraper on its loopback (deploy/kubernetes).
+  bool prometheus_allow_non_loopback = false;
 };
 
 struct SourcesConfig {

@@ -18,9 +18,16 @@ packages=(
   libsystemd-dev prometheus-cpp-dev liburing-dev libre2-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib
+  # deploy/ (tests/deploy.cmake): promtool and a Prometheus server for the rules and the scrape
+  # test; inotify-tools and jq for the config reloader
+  prometheus inotify-tools jq
   # the tiered-memory guest
   qemu-system-x86 busybox-static cpio xz-utils kmod ndctl daxctl
 )
+
+# node and npm run the Kubernetes manifests' schema check (tests/deploy/kubernetes): Debian's
+# unless some node is installed already (a node from elsewhere conflicts with Debian's npm).
+command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #include "agent/ctl/nodes_report.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -70,6 +71,12 @@ nlohmann::json nodes_json(const policy::Topology& topo) {
                                                      : std::nullopt)}});
   }
   return {{"nodes", nodes}};
+}
+
+std::string nodes_label(const policy::Topology& topo) {
+  const bool cxl = std::ranges::any_of(
+      topo.nodes, [](const policy::NumaNode& n) { return !n.has_cpus() && n.has_memory(); });
+  return std::string(kCxlMemoryLabel) + (cxl ? "=true" : "=false");
 }
 
 std::string nodes_table(const policy::Topology& topo) {

@@ -185,6 +185,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   if (!topo) return std::unexpected(topo.error());
   state_.topology = std::move(*topo);
   telemetry.set_node_memory(state_.topology);
+  telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
   const bool changed =
       state_.targets.discover(state_.config, [this](std::size_t g) { return heat_params(g); });
   if (auto ok = start_sources(changed || std::exchange(targets_changed_, false)); !ok) return ok;

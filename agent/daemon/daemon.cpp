@@ -46,7 +46,13 @@ Daemon::Daemon(DaemonSettings settings, DaemonHooks hooks, std::unique_ptr<Event
                       "1 while an operator has paused page moves");
   telemetry_.describe("kvtier_reloads_total", MetricKind::kCounter,
                       "Configuration reloads, by result (applied, rejected)");
+  telemetry_.describe("kvtier_config_last_reload_successful", MetricKind::kGauge,
+                      "0 while the last configuration reload was rejected, else 1");
   telemetry_.set("kvtier_paused", {}, 0);
+  // Both results from the start, so increase() sees the first rejection.
+  telemetry_.add("kvtier_reloads_total", {{"result", "applied"}}, 0);
+  telemetry_.add("kvtier_reloads_total", {{"result", "rejected"}}, 0);
+  telemetry_.set("kvtier_config_last_reload_successful", {}, 1);
   register_builtin_commands();
 }
 
@@ -186,6 +192,7 @@ bool Daemon::reload() {
   if (!next) {
     ++reloads_rejected_;
     telemetry_.add("kvtier_reloads_total", {{"result", "rejected"}});
+    telemetry_.set("kvtier_config_last_reload_successful", {}, 0);
     last_reload_errors_.clear();
     std::istringstream lines(next.error().message);
     std::size_t more = 0;
@@ -210,6 +217,7 @@ bool Daemon::reload() {
   const DaemonSettings old = settings_;
   settings_ = *next;
   telemetry_.add("kvtier_reloads_total", {{"result", "applied"}});
+  telemetry_.set("kvtier_config_last_reload_successful", {}, 1);
 
   if (settings_.log_level != old.log_level) {
     spdlog::set_level(spdlog::level::from_str(settings_.log_level));

@@ -44,7 +44,7 @@ Result<void> validate_settings(const DaemonSettings& s) {
     } else if (!addr->loopback && !s.prometheus_allow_non_loopback) {
       errors.push_back(
           fmt::format("prometheus listen address {} is not loopback; allow it explicitly "
-                      "(allow_non_loopback = true) or use 127.0.0.1",
+                      "(prometheus_allow_non_loopback = true) or use 127.0.0.1",
                       s.prometheus_listen));
     }
   }

@@ -118,7 +118,8 @@ Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::start(
     if (!opts.allow_non_loopback) {
       return fail(fmt::format(
           "prometheus listen address {} is not loopback; metrics name processes and memory "
-          "layout, so expose them beyond this host only on purpose (allow_non_loopback = true)",
+          "layout, so expose them beyond this host only on purpose "
+          "(prometheus_allow_non_loopback = true)",
           opts.listen));
     }
     spdlog::warn(

@@ -33,9 +33,9 @@ std::string_view metric_kind_name(MetricKind kind) {
 }
 
 Telemetry::Telemetry() {
-  describe("kvtier_pages_moved_total", MetricKind::kCounter,
+  describe("kvtier_page_moves_total", MetricKind::kCounter,
            "Pages a mover was asked to move, by kernel outcome (status) and destination node");
-  describe("kvtier_bytes_moved_total", MetricKind::kCounter,
+  describe("kvtier_moved_bytes_total", MetricKind::kCounter,
            "Bytes moved to each node (pages now on the destination)");
   describe("kvtier_source_samples_total", MetricKind::kCounter,
            "Access samples received from each hotness source");
@@ -53,6 +53,10 @@ Telemetry::Telemetry() {
            "Bytes of each target process resident on each node");
   describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");
   describe("kvtier_node_memory_total_bytes", MetricKind::kGauge, "Total memory on each NUMA node");
+  describe("kvtier_node_info", MetricKind::kGauge,
+           "1 for each NUMA node: whether it has CPUs and whether kvtier would demote to it");
+  describe("kvtier_observe_only", MetricKind::kGauge,
+           "1 while kvtierd moves no page (no demotion target when it started), else 0");
   describe("kvtier_demoted_bytes_total", MetricKind::kCounter, "Bytes kvtier demoted, per group");
   describe("kvtier_promoted_bytes_total", MetricKind::kCounter,
            "Bytes promoted back to DRAM after an access on the slow node, per group and by whom "
@@ -199,10 +203,10 @@ void Telemetry::record_moves(const MoveStats& st, int to_node) {
                                                             {"partial_huge", st.partial_huge}};
   for (const auto& [status, n] : outcomes) {
     if (n > 0)
-      add("kvtier_pages_moved_total", {{"status", status}, {"node", node}}, static_cast<double>(n));
+      add("kvtier_page_moves_total", {{"status", status}, {"node", node}}, static_cast<double>(n));
   }
   if (st.bytes_moved > 0) {
-    add("kvtier_bytes_moved_total", {{"node", node}}, static_cast<double>(st.bytes_moved));
+    add("kvtier_moved_bytes_total", {{"node", node}}, static_cast<double>(st.bytes_moved));
   }
 }
 
@@ -229,6 +233,17 @@ void Telemetry::set_node_memory(const policy::Topology& topo) {
     const MetricLabels node{{"node", fmt::format("{}", n.id)}};
     set("kvtier_node_memory_free_bytes", node, static_cast<double>(n.mem_free_bytes));
     set("kvtier_node_memory_total_bytes", node, static_cast<double>(n.mem_total_bytes));
+  }
+  // Read every step, so memory onlined after start (daxctl) shows while kvtierd observes only.
+  clear("kvtier_node_info");
+  for (const auto& role : policy::classify_nodes(topo)) {
+    const auto* n = topo.find(role.node);
+    const bool cpus = n != nullptr && n->has_cpus();
+    set("kvtier_node_info",
+        {{"node", fmt::format("{}", role.node)},
+         {"has_cpus", cpus ? "true" : "false"},
+         {"demotion_target", role.demotion_target ? "true" : "false"}},
+        1);
   }
 }
 

@@ -132,16 +132,13 @@ TEST(Kvtierctl, KvSizeMatchesTheIssueFigures) {
   EXPECT_NE(r.out.find("--tokens is required"), std::string::npos);
 }
 
-TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
-  // Built in a temp dir: node 0 DRAM with CPUs, node 1 memory-only in a lower tier.
-  Fixture dir;
-  const auto n = dir.path() / "sys/devices/system/node";
+// Built in a temp dir: node 0 DRAM with CPUs, node 1 memory-only in a lower tier.
+void write_cxl_host(const std::filesystem::path& root) {
+  const auto n = root / "sys/devices/system/node";
   std::filesystem::create_directories(n / "node0");
   std::filesystem::create_directories(n / "node1");
-  std::filesystem::create_directories(dir.path() /
-                                      "sys/devices/virtual/memory_tiering/memory_tier4");
-  std::filesystem::create_directories(dir.path() /
-                                      "sys/devices/virtual/memory_tiering/memory_tier22");
+  std::filesystem::create_directories(root / "sys/devices/virtual/memory_tiering/memory_tier4");
+  std::filesystem::create_directories(root / "sys/devices/virtual/memory_tiering/memory_tier22");
   std::ofstream(n / "online") << "0-1\n";
   std::ofstream(n / "possible") << "0-1\n";
   std::ofstream(n / "has_cpu") << "0\n";
@@ -154,14 +151,33 @@ TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
                                         "Node 0 MemFree:        33554432 kB\n";
   std::ofstream(n / "node1/meminfo") << "Node 1 MemTotal:       134217728 kB\n"
                                         "Node 1 MemFree:        134217728 kB\n";
-  std::ofstream(dir.path() / "sys/devices/virtual/memory_tiering/memory_tier4/nodelist") << "0\n";
-  std::ofstream(dir.path() / "sys/devices/virtual/memory_tiering/memory_tier22/nodelist") << "1\n";
+  std::ofstream(root / "sys/devices/virtual/memory_tiering/memory_tier4/nodelist") << "0\n";
+  std::ofstream(root / "sys/devices/virtual/memory_tiering/memory_tier22/nodelist") << "1\n";
+}
+
+TEST(Kvtierctl, KvSizeSplitsOverAFixtureWithACxlNode) {
+  Fixture dir;
+  write_cxl_host(dir.path());
   auto r = run(kBin + "kvtierctl --root " + dir.path().string() +
                " kv-size --model llama3-70b-mha --tokens 64K --dram-budget 16G");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("DRAM (node 0)        16 GiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CXL (node 1)         128 GiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("does not fit         16 GiB"), std::string::npos) << r.out;
+}
+
+TEST(Kvtierctl, NodesLabelSaysWhetherTheHostHasCpuLessMemory) {
+  Fixture dir;
+  write_cxl_host(dir.path());
+  const std::string nodes = kBin + "kvtierctl --root " + dir.path().string() + " nodes --label";
+  auto r = run(nodes);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "kvtier.io/cxl-memory=true\n");
+  // The same host with CPUs on node 1: no CPU-less memory.
+  std::ofstream(dir.path() / "sys/devices/system/node/node1/cpulist") << "4-7\n";
+  std::ofstream(dir.path() / "sys/devices/system/node/has_cpu") << "0-1\n";
+  r = run(nodes);
+  EXPECT_EQ(r.out, "kvtier.io/cxl-memory=false\n");
 }
 
 }  // namespace

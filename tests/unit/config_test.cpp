@@ -75,6 +75,7 @@ socket_mode = "0600"
 socket_group = "wheel"
 prometheus = true
 prometheus_listen = "[::1]:9000"
+prometheus_allow_non_loopback = true
 [sources]
 use = ["damon", "pmu"]
 force = "damon"
@@ -122,6 +123,8 @@ exclude = ["0x1000-0x3000"]
   EXPECT_EQ(cfg->telemetry.socket_group, "wheel");
   EXPECT_TRUE(cfg->telemetry.prometheus);
   EXPECT_EQ(cfg->telemetry.prometheus_listen, "[::1]:9000");
+  EXPECT_TRUE(cfg->telemetry.prometheus_allow_non_loopback);
+  EXPECT_FALSE(Config{}.telemetry.prometheus_allow_non_loopback);
   EXPECT_EQ(cfg->sources.use, (std::vector{SourceKind::kDamon, SourceKind::kPmu}));
   EXPECT_EQ(cfg->sources.force, SourceKind::kDamon);
   EXPECT_EQ(cfg->sources.sample_period, 97U);
@@ -152,7 +155,7 @@ exclude = ["0x1000-0x3000"]
   EXPECT_EQ(g.policy.dram_limit, 8ULL << 30);
   EXPECT_EQ(g.policy.keep_free, 1ULL << 30);
   EXPECT_EQ(g.policy.exclude, (std::vector{AddrRange{.start = 0x1000, .end = 0x3000}}));
-  EXPECT_EQ(cfg->line_of("group[0].policy.dram_limit"), 47);
+  EXPECT_EQ(cfg->line_of("group[0].policy.dram_limit"), 48);
 }
 
 TEST(Config, EverySourceTheRegistryKnowsCanBeNamed) {

@@ -308,7 +308,7 @@ TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
   EXPECT_EQ(call.ranges, std::vector<AddrRange>{kCold});
   EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 2 * kMiB);
   EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
-  EXPECT_EQ(loop.telemetry.value("kvtier_pages_moved_total", {{"node", "1"}, {"status", "moved"}}),
+  EXPECT_EQ(loop.telemetry.value("kvtier_page_moves_total", {{"node", "1"}, {"status", "moved"}}),
             512)
       << loop.telemetry.to_json().dump();
 

@@ -34,7 +34,7 @@ TEST(Telemetry, MovesAreLabelledByStatusAndNode) {
       MoveStats{.requested = 10, .moved = 6, .busy = 3, .gone = 1, .bytes_moved = 6 * kPageSize},
       1);
   const json j = t.to_json();
-  const auto& fam = j["kvtier_pages_moved_total"];
+  const auto& fam = j["kvtier_page_moves_total"];
   EXPECT_EQ(fam["type"], "counter");
   ASSERT_NE(find_series(fam, {{"status", "moved"}, {"node", "1"}}), nullptr);
   EXPECT_EQ((*find_series(fam, {{"status", "moved"}, {"node", "1"}}))["value"], 6.0);
@@ -42,7 +42,7 @@ TEST(Telemetry, MovesAreLabelledByStatusAndNode) {
   EXPECT_EQ((*find_series(fam, {{"status", "gone"}, {"node", "1"}}))["value"], 1.0);
   // Outcomes that did not happen make no series (no wall of zeros in dumps).
   EXPECT_EQ(find_series(fam, {{"status", "pinned"}, {"node", "1"}}), nullptr);
-  EXPECT_EQ(t.value("kvtier_bytes_moved_total", {{"node", "1"}}), 6.0 * kPageSize);
+  EXPECT_EQ(t.value("kvtier_moved_bytes_total", {{"node", "1"}}), 6.0 * kPageSize);
 }
 
 TEST(Telemetry, HistogramBucketsAreCumulativeInJson) {

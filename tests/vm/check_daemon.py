@@ -36,7 +36,7 @@ problems = []
 # kernel's count (numa_maps) equals kvtierd's bytes moved to node 1 less those moved back, and
 # what `kvtierctl targets` shows on node 1.
 def moved_bytes(dump, node):
-    series = dump["telemetry"].get("kvtier_bytes_moved_total", {}).get("series", [])
+    series = dump["telemetry"].get("kvtier_moved_bytes_total", {}).get("series", [])
     return sum(int(s["value"]) for s in series if s["labels"].get("node") == str(node))
 
 dump = json.loads(need("DUMP"))
