@@ -109,8 +109,12 @@ restarts_of() { echo "$(prop NRestarts) restart(s), MainPID $(prop MainPID), Res
 numa_during=$(cat /proc/sys/kernel/numa_balancing)
 [[ $numa_during == 3 ]] && ok "kernel.numa_balancing set to 3 (was $numa_before)" ||
   bad "kernel.numa_balancing is $numa_during under kvtierd (want 3: [tiering] numa_balancing = \"tiering\")"
-tiering=$(ctl_json | grep -o '"tiering":{[^}]*}' | head -n 1)
-grep -q '"error":""' <<<"$tiering" && ok "[tiering] knobs set: $tiering" || bad "[tiering]: $tiering"
+# kvtierctl status may time out on a loaded guest: asked again for up to 30 s.
+tiering_set() {
+  tiering=$(ctl_json | grep -o '"tiering":{[^}]*}' | head -n 1)
+  grep -q '"error":""' <<<"$tiering" && grep -q '"tiering_mode":true' <<<"$tiering"
+}
+wait_for 30 tiering_set && ok "[tiering] knobs set: $tiering" || bad "[tiering]: '$tiering'"
 n1_pages() { awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^N1=/) s += substr($i, 4) } END { print s + 0 }' /proc/$sim/numa_maps; }
 moved() { (($(n1_pages) >= 1024)); }
 start=$SECONDS
