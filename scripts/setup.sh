@@ -23,6 +23,8 @@ packages=(
   prometheus inotify-tools jq
   # the tiered-memory guest
   qemu-system-x86 busybox-static cpio xz-utils kmod ndctl daxctl
+  # the Debian package (cpack, dpkg-shlibdeps) and the systemd guest's Debian root
+  dpkg-dev mmdebstrap
 )
 
 # node and npm run the Kubernetes manifests' schema check (tests/deploy/kubernetes): Debian's
@@ -47,5 +49,6 @@ else
 fi
 
 [[ ${1:-} == --no-build ]] && exit 0
-cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# Prefix /usr: what a Debian package installs to (scripts/package.sh needs it).
+cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
 cmake --build "$build" -j "$(nproc)"
