@@ -41,6 +41,7 @@
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
+#include "agent/sources/damon_source.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -345,6 +346,9 @@ int run(int argc, char** argv) {
   }
   auto deps = make_deps(paths, *topo, cc->config);
   if (!deps) return deps.error().code;
+  // Beside the control socket, in kvtierd's runtime directory (the unit keeps it over restarts).
+  if (deps->tiering)
+    deps->tiering->set_journal(settings->socket_path.parent_path() / "tiering.saved");
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
   return serve(opt, paths, controller, *settings);

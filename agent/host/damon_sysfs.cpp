@@ -7,7 +7,10 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -122,6 +125,51 @@ Result<std::vector<std::string>> DamonSysfs::avail_operations(int kd) const {
     rest.remove_prefix(std::min(sp + 1, rest.size()));
   }
   return ops;
+}
+
+Result<void> DamonSysfs::write_owner(const fs::path& file, int kd, Pid pid) const {
+  fs::path tmp = file;
+  tmp += ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "kdamond " << kd << " pid " << pid << '\n';
+    out.flush();
+    if (!out)
+      return fail(fmt::format("{}: cannot write: {}", tmp.string(),
+                              std::error_code(errno, std::generic_category()).message()));
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) return fail(fmt::format("{}: cannot write: {}", file.string(), ec.message()));
+  return {};
+}
+
+std::optional<std::string> DamonSysfs::reclaim_leftover(const fs::path& file) const {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  std::string kw1;
+  std::string kw2;
+  int kd = -1;
+  Pid pid = 0;
+  const bool parsed = static_cast<bool>(in >> kw1 >> kd >> kw2 >> pid) && kw1 == "kdamond" &&
+                      kw2 == "pid" && kd >= 0 && pid > 0;
+  in.close();
+  std::error_code ec;
+  fs::remove(file, ec);
+  if (!parsed) return fmt::format("{}: not 'kdamond N pid P': ignored", file.string());
+  auto st = state(kd);
+  auto running = kdamond_pid(kd);
+  if (!st || *st != "on" || !running || *running != pid) {
+    return fmt::format("kdamond {} (pid {}) of a previous kvtierd is gone", kd, pid);
+  }
+  if (auto ok = turn_off(kd); !ok) {
+    return fmt::format(
+        "kdamond {} (pid {}) left on by a kvtierd that did not stop cleanly: cannot "
+        "turn it off: {}",
+        kd, pid, ok.error().message);
+  }
+  return fmt::format(
+      "kdamond {} (pid {}) left on by a kvtierd that did not stop cleanly: turned off", kd, pid);
 }
 
 Result<void> DamonSysfs::send(int kd, std::string_view command) const {

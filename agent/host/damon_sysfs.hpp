@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,6 +69,14 @@ class DamonSysfs {
   // running kdamond, which keeps what it learnt inside the new ranges).
   Result<void> set_regions(int kd, std::size_t target, std::span<const AddrRange> regions) const;
   [[nodiscard]] Result<std::vector<std::string>> avail_operations(int kd) const;
+
+  // Which kdamond kvtier runs, in a small file (kvtierd's runtime directory), so that the next
+  // kvtierd can tell kvtier's own kdamond, left on by a kvtierd killed before it could turn it
+  // off, from another DAMON user's: "kdamond N pid P".
+  Result<void> write_owner(const std::filesystem::path& file, int kd, Pid pid) const;
+  // Turns off the kdamond `file` names if it still runs with the pid written there, and
+  // removes the file; what it did in one line (nullopt: no file, nothing to do).
+  std::optional<std::string> reclaim_leftover(const std::filesystem::path& file) const;
 
   Result<void> turn_on(int kd) const { return send(kd, "on"); }
   Result<void> turn_off(int kd) const { return send(kd, "off"); }

@@ -3,6 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
 #include <utility>
 
 #include "agent/host/sysfs.hpp"
@@ -12,6 +18,10 @@ namespace kvtier::agent {
 namespace {
 
 constexpr const char* kBalancing = "numa_balancing";
+constexpr const char* kJournalHeader = "kvtier-tiering-journal 1";
+// The knobs a journal may name (anything else in it is not kvtier's).
+constexpr std::array<const char*, 4> kKnobs = {kBalancing, "hot_threshold_ms", "scan_period_min_ms",
+                                               "scan_period_max_ms"};
 
 std::optional<std::uint64_t> value_of(const Result<std::uint64_t>& r) {
   return r ? std::optional<std::uint64_t>(*r) : std::nullopt;
@@ -42,12 +52,69 @@ Result<std::optional<std::string>> KernelTiering::set(const std::string& file,
   if (auto ok = write_text(path, std::to_string(value)); !ok) return std::unexpected(ok.error());
   if (std::ranges::none_of(saved_, [&](const Saved& s) { return s.file == file; })) {
     saved_.push_back(Saved{.file = file, .value = *old});
+    if (const std::string err = write_journal(); !err.empty()) {
+      return std::optional<std::string>(fmt::format(
+          "{}: {} -> {} ({}; a kvtierd killed now leaves it changed)", path, *old, value, err));
+    }
   }
   return std::optional<std::string>(fmt::format("{}: {} -> {}", path, *old, value));
 }
 
+std::vector<std::string> KernelTiering::recover() {
+  std::vector<std::string> lines;
+  if (recovered_ || journal_.empty()) return lines;
+  recovered_ = true;
+  std::ifstream in(journal_);
+  if (!in) return lines;  // the usual case: the last kvtierd restored everything
+  std::string header;
+  std::getline(in, header);
+  if (header != kJournalHeader) {
+    lines.push_back(fmt::format("{}: not a kvtier tiering journal (first line '{}'): ignored",
+                                journal_.string(), header.substr(0, 64)));
+    return lines;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string file;
+    std::uint64_t value = 0;
+    if (!(words >> file >> value) ||
+        std::ranges::none_of(kKnobs, [&](const char* k) { return file == k; })) {
+      lines.push_back(fmt::format("{}: line '{}' ignored (want: KNOB VALUE)", journal_.string(),
+                                  line.substr(0, 64)));
+      continue;
+    }
+    if (std::ranges::any_of(saved_, [&](const Saved& s) { return s.file == file; })) continue;
+    saved_.push_back(Saved{.file = file, .value = value});
+    lines.push_back(fmt::format(
+        "{}: a kvtierd that did not stop cleanly left it changed; the host's value {} (from {}) "
+        "is restored at stop",
+        path_of(file), value, journal_.string()));
+  }
+  return lines;
+}
+
+std::string KernelTiering::write_journal() const {
+  if (journal_.empty()) return {};
+  std::filesystem::path tmp = journal_;
+  tmp += ".new";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kJournalHeader << '\n';
+    for (const auto& s : saved_) out << s.file << ' ' << s.value << '\n';
+    out.flush();
+    if (!out)
+      return fmt::format("cannot write the journal {}: {}", tmp.string(),
+                         std::error_code(errno, std::generic_category()).message());
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, journal_, ec);
+  if (ec) return fmt::format("cannot write the journal {}: {}", journal_.string(), ec.message());
+  return {};
+}
+
 Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {
-  std::vector<std::string> changed;
+  std::vector<std::string> changed = recover();
   auto one = [&](const std::string& file, std::uint64_t value) -> Result<void> {
     auto r = set(file, value);
     if (!r) return std::unexpected(r.error());
@@ -75,17 +142,27 @@ Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {
 
 std::vector<std::string> KernelTiering::restore() {
   std::vector<std::string> lines;
-  // Newest first, so a knob written twice ends at the host's own value.
-  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-    const std::string path = path_of(it->file);
-    if (auto ok = write_text(path, std::to_string(it->value)); ok) {
-      lines.push_back(fmt::format("{}: restored {}", path, it->value));
+  std::vector<Saved> failed;
+  for (const auto& saved : saved_) {
+    const std::string path = path_of(saved.file);
+    if (auto ok = write_text(path, std::to_string(saved.value)); ok) {
+      lines.push_back(fmt::format("{}: restored {}", path, saved.value));
     } else {
       lines.push_back(
-          fmt::format("{}: cannot restore {}: {}", path, it->value, ok.error().message));
+          fmt::format("{}: cannot restore {}: {}", path, saved.value, ok.error().message));
+      failed.push_back(saved);
     }
   }
-  saved_.clear();
+  // What could not be put back stays in the journal for the next kvtierd.
+  saved_ = std::move(failed);
+  if (!journal_.empty()) {
+    std::error_code ec;
+    if (saved_.empty()) {
+      std::filesystem::remove(journal_, ec);
+    } else if (const std::string err = write_journal(); !err.empty()) {
+      lines.push_back(err);
+    }
+  }
   return lines;
 }
 

@@ -13,8 +13,12 @@
 //                       scanned rarely, and a page kvtier demoted stays mapped (its accesses
 //                       invisible) until the next scan.
 // kvtierd applies what the config asks at start and puts back what it found when it stops.
+// What it found is also kept in a journal file (in kvtierd's runtime directory), so that a
+// kvtierd killed before it could put the knobs back (SIGKILL, the watchdog's SIGABRT) leaves
+// the host's own values to the next one, which restores them when it stops.
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,13 +60,20 @@ class KernelTiering {
   KernelTiering(const KernelTiering&) = delete;
   KernelTiering& operator=(const KernelTiering&) = delete;
 
+  // Where the replaced values are kept until restore() (kvtierd: its runtime directory's
+  // tiering.saved); unset: nowhere. Set it before the first apply().
+  void set_journal(std::filesystem::path journal) { journal_ = std::move(journal); }
+
   [[nodiscard]] TieringKnobValues read() const;
   // Sets what `wish` asks and remembers the values it replaced (only the first time a knob is
   // changed, so a reload that changes a knob again still restores the host's own value).
   // Returns one line per knob changed; a knob that cannot be written is an error naming its
   // file, and what was already changed stays recorded for restore().
+  // The first apply() first reads the journal a previous kvtierd left (it did not restore):
+  // its values are the host's own, restored by restore(); one line says so per knob.
   Result<std::vector<std::string>> apply(const TieringWish& wish);
   // Puts back every knob apply() changed; one line per knob restored or failed. Idempotent.
+  // Removes the journal once every knob is back (keeps the ones that failed in it).
   std::vector<std::string> restore();
 
  private:
@@ -72,8 +83,14 @@ class KernelTiering {
   };
   Result<std::optional<std::string>> set(const std::string& file, std::uint64_t value);
   [[nodiscard]] std::string path_of(const std::string& file) const;
+  // Reads the journal into saved_ (once); one line per knob taken from it, or why not.
+  std::vector<std::string> recover();
+  // Writes saved_ to the journal (a new file renamed over the old); "" or why it failed.
+  std::string write_journal() const;
 
   HostPaths paths_;
+  std::filesystem::path journal_;
+  bool recovered_ = false;
   std::vector<Saved> saved_;
 };
 

@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -111,6 +113,10 @@ void DamonSource::turn_off() {
   if (s && *s == "on") {
     if (auto ok = sysfs_.turn_off(kdamond_); !ok) spdlog::warn("damon: {}", ok.error().message);
   }
+  if (!owner_file_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(owner_file_, ec);
+  }
   if (bpf_ && kdamond_pid_ > 0) {
     const auto key = static_cast<__u32>(kdamond_pid_);
     bpf_map_delete_elem(bpf_map__fd(bpf_->skel->maps.kdamonds), &key);
@@ -173,6 +179,9 @@ Result<void> DamonSource::restart_kdamond() {
   }
   if (targets_.empty()) return {};
   if (kdamond_ < 0) {
+    if (!owner_file_.empty()) {
+      if (auto line = sysfs_.reclaim_leftover(owner_file_)) spdlog::warn("damon: {}", *line);
+    }
     auto kd = sysfs_.claim_kdamond();
     if (!kd) return std::unexpected(kd.error());
     kdamond_ = *kd;
@@ -182,6 +191,12 @@ Result<void> DamonSource::restart_kdamond() {
   auto pid = sysfs_.kdamond_pid(kdamond_);
   if (!pid) return std::unexpected(pid.error());
   kdamond_pid_ = *pid;
+  if (!owner_file_.empty()) {
+    if (auto ok = sysfs_.write_owner(owner_file_, kdamond_, *pid); !ok) {
+      spdlog::warn("damon: {} (a kvtierd killed now leaves kdamond {} on)", ok.error().message,
+                   kdamond_);
+    }
+  }
   bpf_->kdamond_pid = *pid;
   bpf_->max_nr_accesses = static_cast<std::uint32_t>(std::max<std::uint64_t>(
       1, sizing_.intervals.aggr_us / std::max<std::uint64_t>(1, sizing_.intervals.sample_us)));

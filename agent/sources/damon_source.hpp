@@ -12,6 +12,7 @@
 // intervals follow the cold age: policy::damon_intervals()).
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,6 +69,10 @@ class DamonSource final : public HotnessSource {
   // Regions lost because the ring buffer was full, and forwarded in total.
   [[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> forwarded_dropped() const;
   [[nodiscard]] std::vector<int> program_fds() const;
+  // Where kvtierd keeps which kdamond is its own (DamonSysfs::write_owner); unset: nowhere.
+  // Before the first kdamond starts, a kdamond the file names is turned off if it is still
+  // on with the same pid: left by a kvtierd killed before it could turn it off.
+  void set_owner_file(std::filesystem::path file) { owner_file_ = std::move(file); }
   [[nodiscard]] int kdamond_index() const { return kdamond_; }
   // The kdamond thread while it runs (0 otherwise): its CPU time is DAMON's cost.
   [[nodiscard]] Pid kdamond_pid() const { return kdamond_pid_; }
@@ -89,6 +94,7 @@ class DamonSource final : public HotnessSource {
   std::vector<Pid> targets_;
   DamonSizing sizing_;
   int kdamond_ = -1;
+  std::filesystem::path owner_file_;
   Pid kdamond_pid_ = 0;
 };
 

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "agent/host/damon_sysfs.hpp"
+
+#include <filesystem>
 #include "fixture.hpp"
 
 namespace kvtier {
@@ -104,6 +106,46 @@ TEST(DamonSysfs, ClaimsAnIdleKdamondOrAddsOne) {
   ASSERT_TRUE(added);
   EXPECT_EQ(*added, 0);
   EXPECT_EQ(t.read(kKd + "nr_kdamonds"), "1");
+}
+
+// A kvtierd killed before it turned its kdamond off: the next one turns off the kdamond its
+// owner file names when it still runs with that pid, and leaves any other one alone.
+TEST(DamonSysfs, ReclaimsOnlyItsOwnLeftoverKdamond) {
+  Fixture t({dir("proc"), dir("sys"), dir("run")});
+  t.copy("sources/damon-vaddr");
+  DamonSysfs d = DamonSysfs::under(t.paths());
+  const auto owner = t.path("run/damon.kdamond");
+  EXPECT_FALSE(d.reclaim_leftover(owner)) << "no file: nothing to do";
+
+  t.write(kKd + "0/state", "on\n");
+  t.write(kKd + "0/pid", "4321\n");
+  ASSERT_TRUE(d.write_owner(owner, 0, 4321));
+  EXPECT_EQ(t.read("run/damon.kdamond"), "kdamond 0 pid 4321");
+  auto line = d.reclaim_leftover(owner);
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("kdamond 0 (pid 4321) left on by a kvtierd that did not stop cleanly: "
+                       "turned off"),
+            std::string::npos)
+      << *line;
+  EXPECT_EQ(t.read(kKd + "0/state"), "off");
+  EXPECT_FALSE(std::filesystem::exists(owner));
+  auto kd = d.claim_kdamond();
+  ASSERT_TRUE(kd) << "claimable again";
+
+  // Another pid on that kdamond now: another DAMON user's, left on.
+  t.write(kKd + "0/state", "on\n");
+  t.write(kKd + "0/pid", "999\n");
+  ASSERT_TRUE(d.write_owner(owner, 0, 4321));
+  line = d.reclaim_leftover(owner);
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("is gone"), std::string::npos) << *line;
+  EXPECT_EQ(t.read(kKd + "0/state"), "on");
+
+  t.write("run/damon.kdamond", "garbage\n");
+  line = d.reclaim_leftover(owner);
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("not 'kdamond N pid P'"), std::string::npos) << *line;
+  EXPECT_EQ(t.read(kKd + "0/state"), "on");
 }
 
 }  // namespace

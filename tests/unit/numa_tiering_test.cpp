@@ -3,6 +3,8 @@
 
 #include "agent/host/numa_tiering.hpp"
 
+#include <filesystem>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -99,6 +101,75 @@ TEST(KernelTiering, AMissingKnobIsAnErrorThatNamesItsFile) {
   EXPECT_EQ(t.read(kBalancing), "2");
   EXPECT_THAT(k.restore(), ElementsAre(HasSubstr("numa_balancing: restored 0")));
   EXPECT_EQ(t.read(kBalancing), "0");
+}
+
+// The journal: what kvtierd replaced is on disk until it is put back.
+TEST(KernelTiering, TheJournalHoldsTheHostsValuesUntilTheyAreBack) {
+  Fixture t = host("1");
+  KernelTiering k(t.paths());
+  k.set_journal(t.path("run/tiering.saved"));
+  std::filesystem::create_directories(t.path("run"));
+  ASSERT_TRUE(k.apply(
+      TieringWish{.balancing_bits = agent::kNumaBalancingTiering, .scan_period_min_ms = 100}));
+  EXPECT_EQ(t.read("run/tiering.saved"),
+            "kvtier-tiering-journal 1\nnuma_balancing 1\nscan_period_min_ms 1000");
+  EXPECT_EQ(k.restore().size(), 2U);
+  EXPECT_FALSE(std::filesystem::exists(t.path("run/tiering.saved"))) << "all back: removed";
+}
+
+// A kvtierd killed before restore() (the watchdog's SIGABRT) leaves the knobs changed and the
+// journal behind; the next one takes the host's values from it instead of the changed ones.
+TEST(KernelTiering, TheNextDaemonRestoresWhatAKilledOneLeft) {
+  Fixture t = host("0");
+  std::filesystem::create_directories(t.path("run"));
+  {
+    KernelTiering killed(t.paths());
+    killed.set_journal(t.path("run/tiering.saved"));
+    ASSERT_TRUE(killed.apply(
+        TieringWish{.balancing_bits = agent::kNumaBalancingNormal | agent::kNumaBalancingTiering,
+                    .hot_threshold_ms = 3600000}));
+  }  // no restore(): killed
+  EXPECT_EQ(t.read(kBalancing), "3");
+  KernelTiering next(t.paths());
+  next.set_journal(t.path("run/tiering.saved"));
+  auto lines = next.apply(
+      TieringWish{.balancing_bits = agent::kNumaBalancingNormal | agent::kNumaBalancingTiering,
+                  .hot_threshold_ms = 3600000});
+  ASSERT_TRUE(lines) << lines.error().message;
+  EXPECT_THAT(*lines, ElementsAre(HasSubstr("numa_balancing: a kvtierd that did not stop cleanly "
+                                            "left it changed; the host's value 0"),
+                                  HasSubstr("hot_threshold_ms: a kvtierd that did not stop "
+                                            "cleanly left it changed; the host's value 1000")));
+  next.restore();
+  EXPECT_EQ(t.read(kBalancing), "0") << "the host's own value, not the killed daemon's 3";
+  EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "1000");
+  EXPECT_FALSE(std::filesystem::exists(t.path("run/tiering.saved")));
+}
+
+TEST(KernelTiering, AJournalThatIsNotKvtiersIsIgnoredWithALine) {
+  Fixture t = host("1");
+  t.write("run/tiering.saved", "something else\nnuma_balancing 0\n");
+  KernelTiering k(t.paths());
+  k.set_journal(t.path("run/tiering.saved"));
+  auto lines = k.apply(TieringWish{.balancing_bits = agent::kNumaBalancingTiering});
+  ASSERT_TRUE(lines);
+  EXPECT_THAT(*lines, ElementsAre(HasSubstr("not a kvtier tiering journal"),
+                                  HasSubstr("numa_balancing: 1 -> 3")));
+  k.restore();
+  EXPECT_EQ(t.read(kBalancing), "1");
+
+  // A line naming a file that is not one of the knobs is skipped, the others are taken.
+  t.write("run/tiering.saved",
+          "kvtier-tiering-journal 1\n../../etc/passwd 0\nscan_period_max_ms 60000\n");
+  t.write(kDebug + "scan_period_max_ms", "1000\n");
+  KernelTiering n(t.paths());
+  n.set_journal(t.path("run/tiering.saved"));
+  lines = n.apply(TieringWish{});
+  ASSERT_TRUE(lines);
+  EXPECT_THAT(*lines, ElementsAre(HasSubstr("line '../../etc/passwd 0' ignored"),
+                                  HasSubstr("scan_period_max_ms: a kvtierd that did not stop")));
+  n.restore();
+  EXPECT_EQ(t.read(kDebug + "scan_period_max_ms"), "60000");
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 #   sources run, and pages of kvsim (run as another user) move to node 1; journalctl;
 #   kvtierctl status as a member of the kvtier group; systemctl reload applies a new cold_age;
 #   systemd-analyze security <= 3.0; systemctl stop puts the knobs back and leaves no kdamond
-#   and no BPF program; the watchdog restarts a stopped daemon, which comes back READY.
+#   and no BPF program; the watchdog restarts a stopped daemon, which comes back READY, puts
+#   back the knobs the killed one changed and turns off the kdamond it left on.
 #   One "ok:" or "FAIL:" line per assertion; exits 1 if any failed.
 set -u
 fails=0
@@ -205,8 +206,21 @@ else
   kill -CONT "$pid" 2>/dev/null
 fi
 journalctl -u kvtierd --no-pager -o cat | grep -i 'watchdog' | tail -n 2 | sed 's/^/  | /'
+# The killed daemon could not put anything back; the new one takes over from its journal in
+# /run/kvtier (RuntimeDirectoryPreserve=yes): the host's knob values and its kdamond.
+recovered() { journalctl -u kvtierd --no-pager -o cat | grep -q "$1"; }
+wait_for 60 recovered 'did not stop cleanly left it changed' &&
+  ok "the new kvtierd took the host's knob values from the killed one's journal" ||
+  bad "the new kvtierd did not read /run/kvtier/tiering.saved: $(ls /run/kvtier 2>&1 | tr '\n' ' ')"
+wait_for 60 recovered 'left on by a kvtierd that did not stop cleanly: turned off' &&
+  ok "the new kvtierd turned off the kdamond the killed one left on" ||
+  bad "the killed kvtierd's kdamond was not reclaimed: $(journalctl -u kvtierd -o cat --no-pager | grep -m2 -i 'damon' | tr '\n' ' ')"
 systemctl stop kvtierd
-echo "note: kernel.numa_balancing after the watchdog's kill and a restart and stop: $(cat /proc/sys/kernel/numa_balancing) (was $numa_before)"
+[[ $(cat /proc/sys/kernel/numa_balancing) == "$numa_before" ]] &&
+  ok "after the watchdog's kill, a restart and a stop: kernel.numa_balancing back to $numa_before" ||
+  bad "after the watchdog's kill, a restart and a stop: kernel.numa_balancing is $(cat /proc/sys/kernel/numa_balancing) (was $numa_before)"
+wait_for 10 test "$(kdamonds)" -eq 0 && ok "no kdamond after the restarted daemon stopped" ||
+  bad "$(kdamonds) kdamond(s) after the restarted daemon stopped"
 kill "$sim" 2>/dev/null
 
 if ((fails)); then
