@@ -33,6 +33,7 @@
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/host/damon_sysfs.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
@@ -344,11 +345,21 @@ int run(int argc, char** argv) {
     spdlog::error("{}", topo.error().message);
     return kExitFailed;
   }
+  // Beside the control socket, in kvtierd's runtime directory (the unit keeps it): what a
+  // kvtierd killed before it could clean up left. Its kdamond goes before the sources are
+  // probed (a kdamond that is on makes DAMON look busy); its knob values go to KernelTiering.
+  const std::filesystem::path run_dir = settings->socket_path.parent_path();
+  if (auto line = agent::DamonSysfs::under(paths).reclaim_leftover(run_dir / "damon.kdamond")) {
+    spdlog::warn("damon: {}", *line);
+  }
   auto deps = make_deps(paths, *topo, cc->config);
   if (!deps) return deps.error().code;
-  // Beside the control socket, in kvtierd's runtime directory (the unit keeps it over restarts).
-  if (deps->tiering)
-    deps->tiering->set_journal(settings->socket_path.parent_path() / "tiering.saved");
+  if (deps->tiering) deps->tiering->set_journal(run_dir / "tiering.saved");
+  for (auto& s : deps->sources) {
+    if (auto* damon = dynamic_cast<agent::DamonSource*>(s.source.get())) {
+      damon->set_owner_file(run_dir / "damon.kdamond");
+    }
+  }
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
   return serve(opt, paths, controller, *settings);

@@ -179,9 +179,6 @@ Result<void> DamonSource::restart_kdamond() {
   }
   if (targets_.empty()) return {};
   if (kdamond_ < 0) {
-    if (!owner_file_.empty()) {
-      if (auto line = sysfs_.reclaim_leftover(owner_file_)) spdlog::warn("damon: {}", *line);
-    }
     auto kd = sysfs_.claim_kdamond();
     if (!kd) return std::unexpected(kd.error());
     kdamond_ = *kd;

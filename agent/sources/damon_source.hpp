@@ -69,9 +69,9 @@ class DamonSource final : public HotnessSource {
   // Regions lost because the ring buffer was full, and forwarded in total.
   [[nodiscard]] Result<std::pair<std::uint64_t, std::uint64_t>> forwarded_dropped() const;
   [[nodiscard]] std::vector<int> program_fds() const;
-  // Where kvtierd keeps which kdamond is its own (DamonSysfs::write_owner); unset: nowhere.
-  // Before the first kdamond starts, a kdamond the file names is turned off if it is still
-  // on with the same pid: left by a kvtierd killed before it could turn it off.
+  // Where kvtierd keeps which kdamond is its own while it runs (DamonSysfs::write_owner,
+  // removed when it is turned off); unset: nowhere. kvtierd reads it at start-up
+  // (DamonSysfs::reclaim_leftover) to turn off a kdamond a killed kvtierd left on.
   void set_owner_file(std::filesystem::path file) { owner_file_ = std::move(file); }
   [[nodiscard]] int kdamond_index() const { return kdamond_; }
   // The kdamond thread while it runs (0 otherwise): its CPU time is DAMON's cost.
