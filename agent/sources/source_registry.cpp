@@ -1,6 +1,7 @@
 #include "agent/sources/source_registry.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 #include <optional>
 #include <span>
@@ -77,7 +78,8 @@ Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
   choice.reports.push_back(SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
   if (!a.ok) {
     return fail(
-        fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why));
+        fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why),
+        a.missing_capability ? EPERM : 0);
   }
   choice.summary = fmt::format("{} (forced by config)", name);
   choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
@@ -115,6 +117,7 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
   const std::span<const SourceKind> order = use.empty() ? std::span(defaults) : use;
   SourceChoice choice;
   Refusals refused;
+  bool capability = false;
   std::string running;
   for (const SourceKind kind : order) {
     const std::string_view name = policy::source_name(kind);
@@ -128,13 +131,15 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
         SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
     if (!a.ok) {
       refused.add(name, a.why);
+      capability |= a.missing_capability;
       continue;
     }
     running += fmt::format("{}{}", running.empty() ? "" : ", ", name);
     choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   }
   if (choice.sources.empty()) {
-    return fail(fmt::format("no hotness source can run here{}", refused.clauses()));
+    return fail(fmt::format("no hotness source can run here{}", refused.clauses()),
+                capability ? EPERM : 0);
   }
   choice.summary = running + refused.clauses();
   return choice;

@@ -70,7 +70,8 @@ struct SourceChoice {
 
 // `force`: that source or an error saying why not. Else every available one in
 // `use` (the config's default, policy::SourcesConfig, when empty); an error
-// saying why each cannot run when none can.
+// saying why each cannot run when none can; its code is EPERM when one was
+// refused for a missing capability.
 Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
                                     std::optional<SourceKind> force);
 

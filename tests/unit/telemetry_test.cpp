@@ -4,6 +4,7 @@
 
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
+#include "policy/config.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -122,14 +123,26 @@ TEST(DaemonSettings, EveryProblemIsOneLine) {
   EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
   EXPECT_NE(m.find("relative.sock"), std::string::npos);
   EXPECT_NE(m.find("1777"), std::string::npos);
-  EXPECT_NE(m.find("0.0.0.0:9464 is not loopback"), std::string::npos);
+  EXPECT_NE(m.find("0.0.0.0:9464\" is not a loopback address"), std::string::npos);
   EXPECT_NE(m.find("interval"), std::string::npos);
   EXPECT_NE(m.find("\"loud\""), std::string::npos);
 }
 
 TEST(DaemonSettings, NonLoopbackOnlyWhenAllowed) {
   DaemonSettings s{.prometheus_enabled = true, .prometheus_listen = "0.0.0.0:9464"};
-  EXPECT_FALSE(validate_settings(s));
+  auto r = validate_settings(s);
+  ASSERT_FALSE(r);
+  // The key named is one the config file has (issue 14: it named allow_non_loopback).
+  EXPECT_EQ(r.error().message,
+            "[telemetry] prometheus_listen = \"0.0.0.0:9464\" is not a loopback address: metrics "
+            "name processes and memory layout, so kvtierd serves them on loopback only; use "
+            "127.0.0.1:PORT or [::1]:PORT (and a proxy to reach them from elsewhere)");
+  EXPECT_EQ(r.error().message.find("allow_non_loopback"), std::string::npos);
+  const auto cfg = policy::parse_config(
+      "[telemetry]\nprometheus_listen = \"127.0.0.1:1\"\n[[group]]\nname = \"g\"\n"
+      "[group.select]\ncomm = [\"^x$\"]\n",
+      "t");
+  ASSERT_TRUE(cfg) << "the key the message names exists: " << cfg.error().front().to_string();
   s.prometheus_allow_non_loopback = true;
   EXPECT_TRUE(validate_settings(s));
   // Off: the address is not used, so not judged.
