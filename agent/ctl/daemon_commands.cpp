@@ -142,8 +142,9 @@ void add_daemon_commands(CLI::App& app, Globals& g) {
     auto json_out = std::make_shared<bool>(false);
     auto* cmd =
         app.add_subcommand("status",
-                           "Show whether kvtierd runs, its mode, steps, placement feedback, "
-                           "tiering knobs, reloads and endpoints");
+                           "Show whether kvtierd runs, its sources and mover and why, whether "
+                           "pages move, what is degraded, steps, placement feedback, tiering "
+                           "knobs, reloads and endpoints");
     cmd->add_flag("--json", *json_out, "Print the daemon's answer as JSON");
     cmd->callback([&g, json_out] {
       ask(g, "status", "status", [&](const json& st) {
