@@ -112,19 +112,8 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
 // lists; every source probed says why it was or was not taken.
 Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
                                            const kvtier::policy::Config& cfg) {
-  agent::SourceOptions so;
-  so.pmu.sample_period = cfg.sources.sample_period;
-  so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  so.pmu_soft.sample_period = cfg.sources.sample_period;
-  so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  const auto damon = kvtier::policy::damon_intervals(cfg);
-  so.damon.sample_us = damon.sample / 1000;
-  so.damon.aggr_us = damon.aggr / 1000;
-  so.damon.min_regions = cfg.sources.damon_min_regions;
-  so.damon.max_regions = cfg.sources.damon_max_regions;
-  so.idle.scan_interval = cfg.sources.idle_scan_interval;
   agent::SourceRegistry reg;
-  agent::register_builtin_sources(reg, paths, so);
+  agent::register_builtin_sources(reg, paths, agent::source_options(cfg));
   return agent::select_sources(reg, cfg.sources.use, cfg.sources.force);
 }
 

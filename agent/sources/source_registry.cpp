@@ -64,6 +64,21 @@ std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {
   return out;
 }
 
+SourceOptions source_options(const policy::Config& cfg) {
+  SourceOptions so;
+  so.pmu.sample_period = cfg.sources.sample_period;
+  so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  so.pmu_soft.sample_period = cfg.sources.sample_period;
+  so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  const auto damon = policy::damon_intervals(cfg);
+  so.damon.sample_us = damon.sample / 1000;
+  so.damon.aggr_us = damon.aggr / 1000;
+  so.damon.min_regions = cfg.sources.damon_min_regions;
+  so.damon.max_regions = cfg.sources.damon_max_regions;
+  so.idle.scan_interval = cfg.sources.idle_scan_interval;
+  return so;
+}
+
 namespace {
 
 Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {

@@ -16,6 +16,7 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
+#include "policy/config.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -43,6 +44,11 @@ struct SourceOptions {
   DamonOptions damon;
   IdlePageOptions idle;
 };
+
+// The config's [sources] keys as the sources take them: every key but `use`
+// and `force` (which pick the sources) lands here. The faults source has no
+// options: it records every fault (sample_period is pmu's).
+SourceOptions source_options(const policy::Config& cfg);
 
 // pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults), idle.
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
