@@ -85,6 +85,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   if (deps_.mover) state_.mover = deps_.mover->name();
   state_.observe_reason = deps_.observe_reason;
   state_.discovery = deps_.discovery;
+  state_.process_watcher = deps_.process_events;
   state_.budget_bytes = bucket_.available();
   reset_feedback();
 }

@@ -69,6 +69,7 @@ struct LoopState {
   // taken, the last full /proc read, and the changes such reads found that
   // the watcher had missed.
   std::string discovery;
+  bool process_watcher = false;
   std::uint64_t process_events = 0;
   std::optional<TimeNs> last_rescan;
   std::uint64_t rescan_corrections = 0;

@@ -163,6 +163,9 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
       out.push_back(fmt::format("source {} failed: {}", policy::source_name(src.kind), src.error));
     }
   }
+  if (!s.process_watcher && !s.discovery.empty()) {
+    out.push_back(fmt::format("targets found by {}: new ones wait for the next step", s.discovery));
+  }
   if (!s.tiering_error.empty())
     out.push_back(fmt::format("tiering knobs not set: {}", s.tiering_error));
   if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {

@@ -25,7 +25,8 @@ nlohmann::json describe(const LoopState& s, bool full, TimeNs now);
 // Whether moves happen: moves and bytes in the last minute, the last one's age.
 nlohmann::json activity_json(const LoopState& s, TimeNs now);
 // What runs short of the configured behaviour, one line each (observe-only, no
-// source, a failed source, tiering knobs not set, a full node lately).
+// source, a failed source, no process watcher, tiering knobs not set, a full
+// node lately).
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now);
 // A few words for systemd's STATUS= line, e.g. "2 targets, 1GiB of 3GiB on CXL, source damon".
 std::string summary(const LoopState& s);

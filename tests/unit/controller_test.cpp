@@ -370,6 +370,27 @@ TEST(Controller, WithoutASourceNothingIsDemoted) {
   EXPECT_EQ(loop.ctl->state().targets.size(), 1U);
   EXPECT_TRUE(loop.mover->calls.empty()) << "every page looks idle without a source";
   EXPECT_EQ(loop.describe(false)["source"], nullptr);
+  EXPECT_EQ(loop.describe(false)["degraded"],
+            nlohmann::json({"no hotness source: heat is unknown, nothing is demoted"}));
+}
+
+// Issue 14: status says whether moves happen (the last minute, the last move's age).
+TEST(Controller, ActivityCountsTheMovesOfTheLastMinute) {
+  Loop loop;
+  loop.steps_until(kT0 + 9 * kSec);
+  auto act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 0);
+  EXPECT_EQ(act["last_move_seconds_ago"], nullptr);
+  EXPECT_TRUE(loop.describe(false)["degraded"].empty());
+  loop.steps_until(kT0 + 12 * kSec, kT0 + 10 * kSec);
+  act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 1);
+  EXPECT_EQ(act["moved_bytes_last_minute"], 2 * kMiB);
+  EXPECT_EQ(act["last_move_seconds_ago"], 2.0);
+  loop.step(kT0 + 70 * kSec, /*paused=*/true);  // paused: the warm MiB stays
+  act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 0) << "a minute after the move: " << act.dump();
+  EXPECT_EQ(act["last_move_seconds_ago"], 60.0);
 }
 
 TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
