@@ -21,6 +21,7 @@
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
