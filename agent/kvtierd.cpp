@@ -6,11 +6,14 @@
 // Exit status: 0 stopped cleanly, 1 failed while running, 2 bad usage,
 // 3 invalid configuration, 4 a required capability is missing.
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -43,6 +46,8 @@
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "agent/sources/damon_source.hpp"
+#include "agent/sources/bpf_events.hpp"
+#include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -110,19 +115,8 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
 // lists; every source probed says why it was or was not taken.
 Result<agent::SourceChoice> choose_sources(const agent::HostPaths& paths,
                                            const kvtier::policy::Config& cfg) {
-  agent::SourceOptions so;
-  so.pmu.sample_period = cfg.sources.sample_period;
-  so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  so.pmu_soft.sample_period = cfg.sources.sample_period;
-  so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
-  const auto damon = kvtier::policy::damon_intervals(cfg);
-  so.damon.sample_us = damon.sample / 1000;
-  so.damon.aggr_us = damon.aggr / 1000;
-  so.damon.min_regions = cfg.sources.damon_min_regions;
-  so.damon.max_regions = cfg.sources.damon_max_regions;
-  so.idle.scan_interval = cfg.sources.idle_scan_interval;
   agent::SourceRegistry reg;
-  agent::register_builtin_sources(reg, paths, so);
+  agent::register_builtin_sources(reg, paths, agent::source_options(cfg));
   return agent::select_sources(reg, cfg.sources.use, cfg.sources.force);
 }
 
@@ -132,14 +126,13 @@ bool has_demotion_target(const kvtier::policy::Topology& topo) {
 }
 
 // Everything start-up refuses because of the configuration (or the command
-// line), apart from parsing it: the socket's owner, group and path, the mover
-// this host can run, a forced source this host lacks. `kvtierd --check-config`
+// line), apart from parsing it: the socket's owner, group and path, a forced
+// source this host lacks. `kvtierd --check-config`
 // runs it too, so ExecStartPre= fails where start-up would (exit 3) instead of
 // systemd restarting a daemon that can never start.
 Result<void> startup_problems(const Options& opt, const agent::HostPaths& paths,
                               const kvtier::policy::Config& cfg,
-                              const agent::DaemonSettings& settings,
-                              const kvtier::policy::Topology* topo) {
+                              const agent::DaemonSettings& settings) {
   std::vector<std::string> errors;
   if (auto ok =
           agent::check_socket_options(agent::ControlSocketOptions{.path = settings.socket_path,
@@ -149,12 +142,6 @@ Result<void> startup_problems(const Options& opt, const agent::HostPaths& paths,
       !ok) {
     std::istringstream lines(ok.error().message);
     for (std::string line; std::getline(lines, line);) errors.push_back(opt.config + ": " + line);
-  }
-  if (topo != nullptr && has_demotion_target(*topo) &&
-      cfg.mover.kind == kvtier::policy::MoverKind::kDamos) {
-    errors.push_back(opt.config +
-                     ": mover.kind = \"damos\": kvtierd does not drive DAMOS schemes itself yet; "
-                     "use \"move_pages\" or \"dry-run\"");
   }
   if (cfg.sources.force) {
     if (auto choice = choose_sources(paths, cfg); !choice) {
@@ -216,8 +203,7 @@ int check_config(const Options& opt, const Result<agent::DaemonSettings>& settin
   return kExitOk;
 }
 
-// Why kvtierd observes only ("" when it may move pages). A mover it cannot
-// run was refused before, by startup_problems().
+// Why kvtierd observes only ("" when it may move pages).
 std::string observe_reason(const kvtier::policy::Topology& topo) {
   for (const auto& role : kvtier::policy::classify_nodes(topo)) {
     spdlog::info("node {}: {}", role.node, role.reason);
@@ -228,26 +214,67 @@ std::string observe_reason(const kvtier::policy::Topology& topo) {
   return {};
 }
 
-// The loop's pieces: the hotness source, the mover (or why none), after the
+// The hotness sources the config asks for, after the capability check. The
+// error's code is the exit status: 4 when a source the host supports was
+// refused for a missing capability (kvtierd must not run blind because a unit
+// left out CAP_BPF), 1 when a forced source cannot run. None available for
+// other reasons: no source, heat unknown, nothing demoted.
+// `run_dir`: kvtierd's runtime directory, where a DAMON source notes which kdamond is its own.
+Result<std::vector<agent::LoopSource>> make_sources(const agent::HostPaths& paths,
+                                                    const kvtier::policy::Config& cfg,
+                                                    const std::filesystem::path& run_dir) {
+  auto choice = choose_sources(paths, cfg);
+  std::vector<agent::LoopSource> out;
+  if (!choice) {
+    if (choice.error().code == EPERM) {
+      return kvtier::fail("missing capability: " + choice.error().message, kExitCapability);
+    }
+    if (cfg.sources.force) return kvtier::fail(choice.error().message, kExitFailed);
+    spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
+    return out;
+  }
+  std::string refused;
+  std::string why;
+  for (const auto& r : choice->reports) {
+    if (!r.availability.missing_capability) continue;
+    refused +=
+        fmt::format("{}{}", refused.empty() ? "" : ", ", kvtier::policy::source_name(r.kind));
+    if (why.empty()) why = r.availability.why;
+  }
+  if (!refused.empty()) {
+    return kvtier::fail(fmt::format("missing capability: {} in sources.use cannot run: {} (or "
+                                    "leave {} out of sources.use)",
+                                    refused, why, refused),
+                        kExitCapability);
+  }
+  std::vector<agent::Feature> features;
+  for (const auto& c : choice->sources) features.push_back(agent::feature_for(c.source->kind()));
+  if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
+    return kvtier::fail(caps.error().message, kExitCapability);
+  }
+  spdlog::info("hotness sources: {}", choice->summary);
+  for (auto& c : choice->sources) {
+    if (auto* damon = dynamic_cast<agent::DamonSource*>(c.source.get())) {
+      damon->set_owner_file(run_dir / "damon.kdamond");
+    }
+    out.push_back({.source = std::move(c.source), .reason = std::move(c.reason)});
+  }
+  return out;
+}
+
+// The loop's pieces: the hotness sources, the mover (or why none), after the
 // capability check. The error's code is the exit status.
 Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
                                         const kvtier::policy::Topology& topo,
-                                        const kvtier::policy::Config& cfg) {
+                                        const kvtier::policy::Config& cfg,
+                                        const std::filesystem::path& run_dir) {
   const std::string observe = observe_reason(topo);
-  auto choice = choose_sources(paths, cfg);
-  if (!choice && cfg.sources.force) {
-    spdlog::error("{}", choice.error().message);
-    return kvtier::fail(choice.error().message, kExitFailed);
-  }
-  if (!choice) {
-    spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
-  } else {
-    spdlog::info("hotness sources: {}", choice->summary);
+  auto sources = make_sources(paths, cfg, run_dir);
+  if (!sources) {
+    spdlog::error("{}", sources.error().message);
+    return std::unexpected(sources.error());
   }
   std::vector<agent::Feature> features{agent::Feature::kTargetProcfs};
-  if (choice) {
-    for (const auto& c : choice->sources) features.push_back(agent::feature_for(c.source->kind()));
-  }
   if (observe.empty()) features.push_back(agent::Feature::kMovePages);
   if (auto caps = agent::check_capabilities(agent::capabilities_for(features)); !caps) {
     spdlog::error("{}", caps.error().message);
@@ -255,14 +282,10 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
   }
   agent::ControllerDeps deps{
       .paths = paths,
+      .sources = std::move(*sources),
       .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
       .self = getpid()};
-  if (choice) {
-    for (auto& c : choice->sources) {
-      deps.sources.push_back({.source = std::move(c.source), .reason = std::move(c.reason)});
-    }
-  }
   if (!observe.empty()) {
     deps.observe_reason = observe;
     spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe);
@@ -276,9 +299,66 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
   return deps;
 }
 
+// The process watcher, when this host and kvtierd's capabilities allow it:
+// new targets join as they exec, ended ones leave at once. Else
+// deps.discovery says why targets are found by reading /proc every step.
+std::shared_ptr<agent::ProcessWatcher> start_watcher(const agent::HostPaths& paths,
+                                                     agent::ControllerDeps& deps) {
+  auto w = std::make_shared<agent::ProcessWatcher>(paths);
+  const agent::Availability a = w->probe();
+  std::string why = a.why;
+  if (a.ok) {
+    auto ok = w->start();
+    if (ok) {
+      deps.process_events = true;
+      deps.discovery = "process watcher (exec, fork, exit); /proc read in full every 30 s";
+      spdlog::info("targets: {}", deps.discovery);
+      return w;
+    }
+    why = ok.error().message;
+  }
+  deps.discovery = "/proc read every step (process watcher: " + why + ")";
+  spdlog::warn("targets: {}", deps.discovery);
+  return nullptr;
+}
+
+// A reload: the new config, checked as at start, then applied (the groups,
+// limits, [tiering], the daemon shell's keys; new sources when [sources]
+// changed) or refused whole, naming each key that needs a restart.
+Result<agent::DaemonSettings> reload_config(const Options& opt, const agent::HostPaths& paths,
+                                            agent::Controller& controller) {
+  auto now_topo = agent::read_topology(paths);
+  auto next = load_config(opt, now_topo ? &*now_topo : nullptr);
+  if (!next) return std::unexpected(next.error());
+  auto next_settings = settings_from(opt, next->config);
+  if (!next_settings) return next_settings;
+  const kvtier::policy::Config& running = controller.state().config.config;
+  std::vector<std::string> keys = kvtier::policy::keys_needing_restart(running, next->config);
+  // --socket overrides the file's socket path.
+  if (!opt.socket.empty()) std::erase(keys, "telemetry.socket");
+  if (!keys.empty()) {
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+    return kvtier::fail(
+        fmt::format("{}: {} changed and need{} a restart (systemctl restart kvtierd); nothing "
+                    "was applied",
+                    opt.config, list, keys.size() == 1 ? "s" : ""));
+  }
+  std::optional<std::vector<agent::LoopSource>> sources;
+  if (kvtier::policy::sources_changed(running, next->config)) {
+    auto made = make_sources(paths, next->config, next_settings->socket_path.parent_path());
+    if (!made) return kvtier::fail(opt.config + ": [sources]: " + made.error().message);
+    sources = std::move(*made);
+  }
+  controller.apply_config(std::move(*next), agent::monotonic_now());
+  if (sources) controller.replace_sources(std::move(*sources));
+  return next_settings;
+}
+
 // Runs the daemon shell around the loop until SIGTERM/SIGINT.
 int serve(const Options& opt, const agent::HostPaths& paths,
           const std::shared_ptr<agent::Controller>& controller,
+          const std::shared_ptr<agent::ProcessWatcher>& watcher,
           const agent::DaemonSettings& settings) {
   agent::DaemonHooks hooks;
   hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
@@ -291,22 +371,31 @@ int serve(const Options& opt, const agent::HostPaths& paths,
     return agent::describe(controller->state(), full, agent::monotonic_now());
   };
   hooks.summary = [controller] { return agent::summary(controller->state()); };
-  hooks.shutdown = [controller] { controller->shutdown(); };
-  hooks.reload = [opt, paths, controller]() -> Result<agent::DaemonSettings> {
-    auto now_topo = agent::read_topology(paths);
-    auto next = load_config(opt, now_topo ? &*now_topo : nullptr);
-    if (!next) return std::unexpected(next.error());
-    auto next_settings = settings_from(opt, next->config);
-    if (!next_settings) return next_settings;
-    controller->apply_config(std::move(*next));
-    return next_settings;
+  hooks.shutdown = [controller, watcher] {
+    if (watcher) watcher->stop();
+    controller->shutdown();
   };
+  hooks.reload = [opt, paths, controller]() { return reload_config(opt, paths, *controller); };
   auto daemon = agent::Daemon::create(settings, std::move(hooks));
   if (!daemon) {
     log_lines("", daemon.error().message);
     return kExitConfig;
   }
   agent::register_view_commands(**daemon, controller);
+  if (watcher) {
+    auto ok = (*daemon)->loop().add_fd(watcher->epoll_fd(), EPOLLIN,
+                                       [watcher, controller](std::uint32_t) {
+                                         std::vector<agent::ProcEvent> events;
+                                         if (auto n = watcher->poll(0, events); !n) {
+                                           spdlog::warn("process watcher: {}", n.error().message);
+                                         }
+                                         controller->on_process_events(events);
+                                       });
+    if (!ok) {
+      spdlog::error("process watcher: {}", ok.error().message);
+      return kExitFailed;
+    }
+  }
   if (auto ok = (*daemon)->run(); !ok) {
     spdlog::error("{}", ok.error().message);
     return kExitFailed;
@@ -330,8 +419,7 @@ int run(int argc, char** argv) {
   Result<agent::DaemonSettings> settings =
       cc ? settings_from(opt, cc->config) : std::unexpected(cc.error());
   if (settings) {
-    if (auto ok = startup_problems(opt, paths, cc->config, *settings, topo ? &*topo : nullptr);
-        !ok) {
+    if (auto ok = startup_problems(opt, paths, cc->config, *settings); !ok) {
       settings = std::unexpected(ok.error());
     }
   }
@@ -352,17 +440,13 @@ int run(int argc, char** argv) {
   if (auto line = agent::DamonSysfs::under(paths).reclaim_leftover(run_dir / "damon.kdamond")) {
     spdlog::warn("damon: {}", *line);
   }
-  auto deps = make_deps(paths, *topo, cc->config);
+  auto deps = make_deps(paths, *topo, cc->config, run_dir);
   if (!deps) return deps.error().code;
   if (deps->tiering) deps->tiering->set_journal(run_dir / "tiering.saved");
-  for (auto& s : deps->sources) {
-    if (auto* damon = dynamic_cast<agent::DamonSource*>(s.source.get())) {
-      damon->set_owner_file(run_dir / "damon.kdamond");
-    }
-  }
+  auto watcher = start_watcher(paths, *deps);
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
-  return serve(opt, paths, controller, *settings);
+  return serve(opt, paths, controller, watcher, *settings);
 }
 
 }  // namespace

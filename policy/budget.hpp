@@ -20,6 +20,14 @@ class TokenBucket {
     tokens_ = std::min<long double>(burst_, tokens_ + added);
     last_ = now;
   }
+  // A new rate and depth (a reload): the level earned so far at the old rate
+  // is kept, clamped to the new depth; a reload grants no burst.
+  void reconfigure(std::uint64_t rate_bytes_per_sec, std::uint64_t burst_bytes, TimeNs now) {
+    refill(now);
+    rate_ = rate_bytes_per_sec;
+    burst_ = burst_bytes;
+    tokens_ = std::min<long double>(burst_, tokens_);
+  }
   [[nodiscard]] std::uint64_t available() const { return static_cast<std::uint64_t>(tokens_); }
   // What was actually moved (or attempted): never more than is available.
   void consume(std::uint64_t bytes) {

@@ -97,6 +97,30 @@ DamonIntervalsNs damon_intervals(const Config& c) {
   return out;
 }
 
+std::vector<std::string> keys_needing_restart(const Config& running, const Config& next) {
+  std::vector<std::string> keys;
+  const auto check = [&](bool changed, const char* key) {
+    if (changed) keys.emplace_back(key);
+  };
+  check(running.telemetry.socket != next.telemetry.socket, "telemetry.socket");
+  check(running.telemetry.socket_mode != next.telemetry.socket_mode, "telemetry.socket_mode");
+  check(running.telemetry.socket_group != next.telemetry.socket_group, "telemetry.socket_group");
+  check(running.mover.kind != next.mover.kind, "mover.kind");
+  check(running.mover.batch_pages != next.mover.batch_pages, "mover.batch_pages");
+  return keys;
+}
+
+bool sources_changed(const Config& running, const Config& next) {
+  const SourcesConfig& a = running.sources;
+  const SourcesConfig& b = next.sources;
+  const DamonIntervalsNs da = damon_intervals(running);
+  const DamonIntervalsNs db = damon_intervals(next);
+  return a.use != b.use || a.force != b.force || a.sample_period != b.sample_period ||
+         a.max_samples_per_sec != b.max_samples_per_sec || da.sample != db.sample ||
+         da.aggr != db.aggr || a.damon_min_regions != b.damon_min_regions ||
+         a.damon_max_regions != b.damon_max_regions || a.idle_scan_interval != b.idle_scan_interval;
+}
+
 std::string_view source_name(SourceKind s) {
   switch (s) {
     case SourceKind::kPmu:
@@ -117,8 +141,6 @@ std::string_view mover_name(MoverKind m) {
   switch (m) {
     case MoverKind::kMovePages:
       return "move_pages";
-    case MoverKind::kDamos:
-      return "damos";
     case MoverKind::kDryRun:
       return "dry-run";
   }
@@ -154,7 +176,6 @@ const Choices<SourceKind> kSources{{"pmu", SourceKind::kPmu},
                                    {"idle", SourceKind::kIdlePage},
                                    {"pmu-soft", SourceKind::kPmuSoft}};
 const Choices<MoverKind> kMovers{{"move_pages", MoverKind::kMovePages},
-                                 {"damos", MoverKind::kDamos},
                                  {"dry-run", MoverKind::kDryRun}};
 const Choices<LogLevel> kLevels{{"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug},
                                 {"info", LogLevel::kInfo},   {"warn", LogLevel::kWarn},
@@ -707,7 +728,15 @@ void read_tiering(Section s, TieringConfig& t) {
 }
 
 void read_mover(Section s, MoverConfig& m) {
-  s.choice("kind", m.kind, kMovers);
+  // kvtierd does not drive DAMOS schemes: refused here, by the same check the
+  // daemon runs, not after `config check` passed.
+  if (const toml::node* k = s.get("kind"); k != nullptr && k->value<std::string>() == "damos") {
+    s.problem(k, "kind",
+              "\"damos\" is not a mover kvtierd runs (DAMOS schemes are not driven by kvtierd); "
+              "use \"move_pages\" (the default) or \"dry-run\"");
+  } else {
+    s.choice("kind", m.kind, kMovers);
+  }
   s.integer("batch_pages", m.batch_pages, 1, 65536);
   s.finish();
 }

@@ -136,7 +136,7 @@ struct TieringConfig {
   std::optional<TimeNs> scan_period_max = 1000 * kNsPerMs;
 };
 
-enum class MoverKind : std::uint8_t { kMovePages, kDamos, kDryRun };
+enum class MoverKind : std::uint8_t { kMovePages, kDryRun };
 
 struct MoverConfig {
   MoverKind kind = MoverKind::kMovePages;
@@ -266,6 +266,15 @@ struct DamonIntervalsNs {
   TimeNs aggr = 0;
 };
 DamonIntervalsNs damon_intervals(const Config& c);
+
+// What a reload (SIGHUP) from `running` to `next` cannot apply: the keys that
+// changed and need a restart, as "section.key" (the control socket's path,
+// mode and group: re-creating it would cut off its clients; [mover]: the
+// mover holds moves in flight and what it learned of full nodes).
+std::vector<std::string> keys_needing_restart(const Config& running, const Config& next);
+// Whether the hotness sources must be rebuilt: any [sources] key, or DAMON's
+// "auto" intervals (which follow the groups' cold_age), changed.
+bool sources_changed(const Config& running, const Config& next);
 
 std::string_view source_name(SourceKind s);
 // The kind a name stands for ("pmu", "pmu-soft", "faults", "damon", "idle").

@@ -2,7 +2,8 @@
 kvtier_gtest(unit_daemon unit
   SOURCES unit/control_protocol_test.cpp unit/telemetry_test.cpp unit/capabilities_test.cpp
           unit/event_loop_test.cpp unit/kv_size_test.cpp unit/log_limiter_test.cpp
-  LIBS agent_daemon)
+          unit/ctl_status_test.cpp
+  LIBS agent_daemon agent_ctl)
 
 kvtier_gtest(privileged_daemon privileged
   SOURCES privileged/daemon_test.cpp privileged/kvtierd_test.cpp privileged/kvtierd_loop_test.cpp

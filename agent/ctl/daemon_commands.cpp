@@ -11,6 +11,7 @@
 
 #include "agent/ctl/ask.hpp"
 #include "agent/ctl/command.hpp"
+#include "agent/ctl/status_report.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent::ctl {
@@ -64,15 +65,60 @@ void print_placement(const json& loop) {
   }
 }
 
+// What runs (sources and mover, and why), whether moves happen, and what is
+// degraded: what an operator asks first.
+void print_loop(const json& loop) {
+  std::string sources;
+  for (const auto& src : loop.value("sources", json::array())) {
+    sources +=
+        fmt::format("{}{} ({})", sources.empty() ? "" : "; ", get_or<std::string>(src, "name", "?"),
+                    get_or<std::string>(src, "reason", ""));
+  }
+  fmt::print("  {:<11} {}\n", "sources", sources.empty() ? "none" : sources);
+  const std::string mover = get_or<std::string>(loop, "mover", "");
+  fmt::print("  {:<11} {}\n", "mover",
+             mover.empty() ? "none (observe-only)"
+                           : mover + (mover == "dry-run" ? " (mover.kind: plans, moves nothing)"
+                                                         : " (mover.kind)"));
+  const json disc = loop.value("discovery", json::object());
+  if (auto how = get_or<std::string>(disc, "how", ""); !how.empty()) {
+    fmt::print("  {:<11} found by {}\n", "targets", how);
+  }
+  const json act = loop.value("activity", json::object());
+  const json ago = act.value("last_move_seconds_ago", json(nullptr));
+  fmt::print("  {:<11} {} in the last minute ({}), {}\n", "moves",
+             get_or<std::uint64_t>(act, "moves_last_minute", 0),
+             policy::format_size(get_or<std::uint64_t>(act, "moved_bytes_last_minute", 0)),
+             ago.is_number() ? "last " + duration_text(ago.get<double>()) + " ago"
+                             : std::string("none yet"));
+  for (const auto& line : loop.value("degraded", json::array())) {
+    if (line.is_string()) fmt::print("  {:<11} {}\n", "degraded", line.get<std::string>());
+  }
+}
+
+void print_reloads(const json& st) {
+  const json last = st.value("last_reload", json(nullptr));
+  std::string when;
+  if (last.is_object()) {
+    when = fmt::format(", last {} ago, {}", duration_text(get_or(last, "seconds_ago", 0.0)),
+                       get_or(last, "applied", false) ? "applied" : "rejected");
+  }
+  fmt::print("  {:<11} {} ({} rejected){}\n", "reloads", get_or<std::uint64_t>(st, "reloads", 0),
+             get_or<std::uint64_t>(st, "reloads_rejected", 0), when);
+  for (const auto& e : st.value("last_reload_errors", json::array())) {
+    if (e.is_string()) fmt::print("  {:<11} {}\n", "rejected", e.get<std::string>());
+  }
+}
+
+}  // namespace
+
 void print_status(const json& st) {
   const bool paused = get_or(st, "paused", false);
   fmt::print("kvtierd {} (pid {}), up {}, {}\n", get_or<std::string>(st, "version", "?"),
              get_or(st, "pid", 0), duration_text(get_or(st, "uptime_seconds", 0.0)),
              paused ? "PAUSED: no pages move until `kvtierctl resume`" : "active");
   const json loop = st.value("loop", json::object());
-  if (get_or(loop, "observe_only", false)) {
-    fmt::print("  {:<11} observe-only (no demotion target node on this host)\n", "mode");
-  }
+  print_loop(loop);
   fmt::print("  {:<11} {} ({} failed), every {} ms, last took {:.2f} ms\n", "steps",
              get_or<std::uint64_t>(st, "steps", 0), get_or<std::uint64_t>(st, "step_errors", 0),
              get_or(st, "interval_ms", 0), get_or(st, "last_step_ms", 0.0));
@@ -80,11 +126,7 @@ void print_status(const json& st) {
     fmt::print("  {:<11} {}\n", "last error", err);
   }
   print_placement(loop);
-  fmt::print("  {:<11} {} ({} rejected)\n", "reloads", get_or<std::uint64_t>(st, "reloads", 0),
-             get_or<std::uint64_t>(st, "reloads_rejected", 0));
-  for (const auto& e : st.value("last_reload_errors", json::array())) {
-    if (e.is_string()) fmt::print("  {:<11} {}\n", "rejected", e.get<std::string>());
-  }
+  print_reloads(st);
   fmt::print("  {:<11} {}\n", "socket", get_or<std::string>(st, "socket", "?"));
   const json prom = st.value("prometheus", json::object());
   if (get_or(prom, "enabled", false)) {
@@ -95,15 +137,14 @@ void print_status(const json& st) {
   }
 }
 
-}  // namespace
-
 void add_daemon_commands(CLI::App& app, Globals& g) {
   {
     auto json_out = std::make_shared<bool>(false);
     auto* cmd =
         app.add_subcommand("status",
-                           "Show whether kvtierd runs, its mode, steps, placement feedback, "
-                           "tiering knobs, reloads and endpoints");
+                           "Show whether kvtierd runs, its sources and mover and why, whether "
+                           "pages move, what is degraded, steps, placement feedback, tiering "
+                           "knobs, reloads and endpoints");
     cmd->add_flag("--json", *json_out, "Print the daemon's answer as JSON");
     cmd->callback([&g, json_out] {
       ask(g, "status", "status", [&](const json& st) {

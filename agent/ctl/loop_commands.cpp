@@ -33,7 +33,7 @@ std::string size_text(const json& j, const char* key) {
 
 void print_targets(const json& targets) {
   fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "PID", "COMM",
-             "GROUP", "TRACKED", "NODE0", "OTHER", "HOT", "IDLE", "MOVED");
+             "GROUP", "RESIDENT", "NODE0", "OTHER", "HOT", "IDLE", "MOVED");
   for (const auto& t : targets) {
     const json nodes = t.value("resident_bytes_per_node", json::object());
     std::uint64_t node0 = 0;
@@ -43,7 +43,7 @@ void print_targets(const json& targets) {
     }
     fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
                get_or(t, "pid", 0), get_or<std::string>(t, "comm", "?"),
-               get_or<std::string>(t, "group", "?"), size_text(t, "tracked_bytes"),
+               get_or<std::string>(t, "group", "?"), size_text(t, "resident_bytes"),
                policy::format_size(node0), policy::format_size(other), size_text(t, "hot_bytes"),
                size_text(t, "idle_bytes"), size_text(t, "moved_bytes"));
   }

@@ -108,6 +108,21 @@ Result<void> check_peer(const PeerCred& peer, uid_t daemon_uid, gid_t socket_gid
       peer.uid, peer.pid, group_name));
 }
 
+namespace {
+
+std::string missing_group_error(const std::string& group, const Error& lookup) {
+  if (lookup.code != ENOENT) {
+    return fmt::format("[telemetry] socket_group = \"{}\": {}", group, lookup.message);
+  }
+  return fmt::format(
+      "[telemetry] socket_group = \"{}\": no such group; create it (groupadd --system {}; the "
+      "kvtier package creates it through sysusers.d) or set socket_group to an existing group, "
+      "e.g. \"root\"",
+      group, group);
+}
+
+}  // namespace
+
 Result<void> check_socket_options(const ControlSocketOptions& opts) {
   std::vector<std::string> errors;
   if ((opts.mode & ~0777U) != 0) {
@@ -120,9 +135,8 @@ Result<void> check_socket_options(const ControlSocketOptions& opts) {
     }
   }
   if (!opts.group.empty()) {
-    if (auto gid = lookup_group(opts.group); !gid) {
-      errors.push_back("control socket group: " + gid.error().message);
-    }
+    if (auto gid = lookup_group(opts.group); !gid)
+      errors.push_back(missing_group_error(opts.group, gid.error()));
   }
   struct stat st {};
   if (lstat(opts.path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {

@@ -21,6 +21,7 @@
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
@@ -84,6 +85,8 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   }
   if (deps_.mover) state_.mover = deps_.mover->name();
   state_.observe_reason = deps_.observe_reason;
+  state_.discovery = deps_.discovery;
+  state_.process_watcher = deps_.process_events;
   state_.budget_bytes = bucket_.available();
   reset_feedback();
 }
@@ -131,12 +134,48 @@ void Controller::shutdown() {
   if (deps_.tiering) {
     for (const auto& line : deps_.tiering->restore()) spdlog::info("tiering: {}", line);
   }
+  stop_sources();
+}
+
+void Controller::stop_sources() {
   for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
     if (!state_.sources[i].started) continue;
     deps_.sources[i].source->stop();
     state_.sources[i].started = false;
     spdlog::info("source {} stopped", deps_.sources[i].source->name());
   }
+}
+
+void Controller::on_process_events(std::span<const ProcEvent> events) {
+  bool changed = false;
+  const auto params = [this](std::size_t g) { return heat_params(g); };
+  for (const ProcEvent& e : events) {
+    ++state_.process_events;
+    if (e.kind == ProcEventKind::kExit) {
+      changed |= state_.targets.forget(e.pid);
+    } else {
+      changed |= state_.targets.consider(state_.config, e.pid, params);
+    }
+  }
+  if (!changed) return;
+  // Before the first step the sources start there, with the targets.
+  if (state_.steps == 0) {
+    targets_changed_ = true;
+    return;
+  }
+  if (auto ok = start_sources(true); !ok) spdlog::warn("{}", ok.error().message);
+}
+
+void Controller::replace_sources(std::vector<LoopSource> sources) {
+  stop_sources();
+  deps_.sources = std::move(sources);
+  state_.sources.clear();
+  for (const auto& s : deps_.sources) {
+    state_.sources.push_back(SourceStatus{.kind = s.source->kind(), .reason = s.reason});
+  }
+  targets_changed_ |=
+      state_.targets.rematch(state_.config, [this](std::size_t g) { return heat_params(g); });
+  targets_changed_ = true;  // the new sources hear of the targets at the next step
 }
 
 policy::HeatParams Controller::heat_params(std::size_t group) const {
@@ -156,10 +195,11 @@ policy::HeatParams Controller::heat_params(std::size_t group) const {
       .region_touch_share = kRegionTouchShare};
 }
 
-void Controller::apply_config(policy::CompiledConfig config) {
+void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
   state_.config = std::move(config);
   const auto& limits = state_.config.config.limits;
-  bucket_ = policy::TokenBucket(limits.migrate_rate, limits.migrate_burst, 0);
+  bucket_.reconfigure(limits.migrate_rate, limits.migrate_burst, now);
+  state_.budget_bytes = bucket_.available();
   // Re-match now rather than at the next step: until then `status`, `targets`
   // and `explain` index the new config's groups with each target's group.
   targets_changed_ |=
@@ -186,8 +226,16 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   state_.topology = std::move(*topo);
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
-  const bool changed =
-      state_.targets.discover(state_.config, [this](std::size_t g) { return heat_params(g); });
+  bool changed = false;
+  if (!deps_.process_events || !state_.last_rescan || now - *state_.last_rescan >= kRescanEvery) {
+    changed =
+        state_.targets.discover(state_.config, [this](std::size_t g) { return heat_params(g); });
+    if (changed && deps_.process_events && state_.last_rescan) {
+      ++state_.rescan_corrections;
+      spdlog::info("the /proc rescan changed the targets: the process watcher missed an event");
+    }
+    state_.last_rescan = now;
+  }
   if (auto ok = start_sources(changed || std::exchange(targets_changed_, false)); !ok) return ok;
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
@@ -454,6 +502,11 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
   const MoveStats st = deps_.mover->move_located(pid, ranges, to_node, huge);
   telemetry.record_moves(st, to_node);
   state_.moved_total += st;
+  state_.record_move(now, st.bytes_moved);
+  if (st.no_memory > 0 && demotion) {
+    state_.full_node = to_node;
+    state_.full_at = now;
+  }
   bucket_.consume(std::min(st.bytes_moved, bucket_.available()));
   if (t != nullptr) {
     t->moved += st;

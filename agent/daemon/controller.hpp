@@ -22,6 +22,7 @@
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/movers/mover.hpp"
+#include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
@@ -50,10 +51,19 @@ struct ControllerDeps {
   ResidencyReader residency{system_move_pages(), 4096, std::make_shared<KpageflagsHugeProbe>()};
   // kvtierd's own pid is never a target.
   Pid self = 0;
+  // How new and ended processes are found: a process watcher (exec, fork,
+  // exit) feeds on_process_events(), and /proc is read in full only every
+  // kRescanEvery (a consistency check: lost events, a cmdline rewritten
+  // without exec); else `discovery` says why not, and /proc is read every step.
+  bool process_events = false;
+  std::string discovery;
   // The kernel's tiering knobs: set from the config's [tiering] at the first
   // step and at every reload, put back at shutdown. Null: left alone (tests).
   std::unique_ptr<KernelTiering> tiering;
 };
+
+// With a process watcher, how often /proc is still read in full.
+inline constexpr TimeNs kRescanEvery = 30'000'000'000;
 
 class Controller {
  public:
@@ -69,8 +79,16 @@ class Controller {
   Result<void> promote_step(const StepContext& ctx, Telemetry& telemetry);
   // A new configuration (already validated). Targets are re-matched at once
   // (new processes join at the next step); a target that stays selected keeps
-  // its heat unless its group's half-life changed.
-  void apply_config(policy::CompiledConfig config);
+  // its heat unless its group's half-life changed. The token bucket keeps its
+  // level (clamped to the new burst): a reload grants no burst of moves.
+  void apply_config(policy::CompiledConfig config, TimeNs now);
+  // New hotness sources (a reload that changed [sources]): the running ones
+  // stop now, the new ones start at the next step with the targets. Heat
+  // stays unless its granularity changes (DAMON regions alone, or pages).
+  void replace_sources(std::vector<LoopSource> sources);
+  // Processes that started, exec'd or ended (the process watcher): targets
+  // join and leave now, and the running sources are told at once.
+  void on_process_events(std::span<const ProcEvent> events);
   // Detaches the sources (BPF programs, DAMON contexts). Idempotent.
   void shutdown();
 
@@ -89,6 +107,7 @@ class Controller {
 
   Result<void> start_sources(bool targets_changed);
   void apply_tiering();
+  void stop_sources();
   Result<void> tell_ranges();
   void add_to_heat(const SourceBatch& batch);
   void move(Pid pid, std::span<const AddrRange> ranges, int to_node, bool demotion, TimeNs now,

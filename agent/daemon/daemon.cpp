@@ -185,12 +185,14 @@ void Daemon::on_signal(int signo) {
 bool Daemon::reload() {
   sd_.reloading();
   ++reloads_;
+  last_reload_at_ = monotonic_now();
   Result<DaemonSettings> next = hooks_.reload ? hooks_.reload() : Result<DaemonSettings>(settings_);
   if (next) {
     if (auto ok = validate_settings(*next); !ok) next = std::unexpected(ok.error());
   }
   if (!next) {
     ++reloads_rejected_;
+    last_reload_applied_ = false;
     telemetry_.add("kvtier_reloads_total", {{"result", "rejected"}});
     telemetry_.set("kvtier_config_last_reload_successful", {}, 0);
     last_reload_errors_.clear();
@@ -214,6 +216,7 @@ bool Daemon::reload() {
     return false;
   }
   last_reload_errors_.clear();
+  last_reload_applied_ = true;
   const DaemonSettings old = settings_;
   settings_ = *next;
   telemetry_.add("kvtier_reloads_total", {{"result", "applied"}});
@@ -355,6 +358,10 @@ json Daemon::status_json() const {
       {"reloads", reloads_},
       {"reloads_rejected", reloads_rejected_},
       {"last_reload_errors", last_reload_errors_},
+      {"last_reload", last_reload_at_ == 0
+                          ? json(nullptr)
+                          : json{{"seconds_ago", static_cast<double>(now - last_reload_at_) / 1e9},
+                                 {"applied", last_reload_applied_}}},
       {"socket", settings_.socket_path.string()},
       {"prometheus", prom},
   };

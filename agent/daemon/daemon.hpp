@@ -125,6 +125,8 @@ class Daemon {
   std::uint64_t reloads_ = 0;
   std::uint64_t reloads_rejected_ = 0;
   std::vector<std::string> last_reload_errors_;
+  TimeNs last_reload_at_ = 0;  // 0: no reload yet
+  bool last_reload_applied_ = false;
 };
 
 }  // namespace kvtier::agent

@@ -42,10 +42,7 @@ Result<void> validate_settings(const DaemonSettings& s) {
     if (!addr) {
       errors.push_back(addr.error().message);
     } else if (!addr->loopback && !s.prometheus_allow_non_loopback) {
-      errors.push_back(
-          fmt::format("prometheus listen address {} is not loopback; allow it explicitly "
-                      "(prometheus_allow_non_loopback = true) or use 127.0.0.1",
-                      s.prometheus_listen));
+      errors.push_back(non_loopback_error(s.prometheus_listen));
     }
   }
   if (errors.empty()) return {};

@@ -5,7 +5,10 @@
 // else only reads it.
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/daemon/target_set.hpp"
@@ -55,13 +58,39 @@ struct LoopState {
   std::uint64_t steps = 0;
   Plan last_plan;
   MoveStats moved_total;
+  // Whether moves happen (status): the moves of the last minute (time, bytes),
+  // the last one's time (0: none yet), and the last node found full (-1: none).
+  std::deque<std::pair<TimeNs, std::uint64_t>> recent_moves;
+  TimeNs last_move_at = 0;
+  int full_node = -1;
+  TimeNs full_at = 0;
   std::vector<GroupFeedback> feedback;  // one per group of the config
+  // How targets are found (ControllerDeps::discovery), the watcher's events
+  // taken, the last full /proc read, and the changes such reads found that
+  // the watcher had missed.
+  std::string discovery;
+  bool process_watcher = false;
+  std::uint64_t process_events = 0;
+  std::optional<TimeNs> last_rescan;
+  std::uint64_t rescan_corrections = 0;
   // The kernel's tiering knobs: what kvtierd changed ("FILE: OLD -> NEW" lines),
   // the last error setting them ("" when none), and their values now.
   std::vector<std::string> tiering_changes;
   std::string tiering_error;
   TieringKnobValues tiering;
   bool tiering_applied = false;
+
+  // A move of `bytes` at `now`, remembered for a minute.
+  void record_move(TimeNs now, std::uint64_t bytes) {
+    if (bytes > 0) {
+      recent_moves.emplace_back(now, bytes);
+      last_move_at = now;
+    }
+    while (!recent_moves.empty() && recent_moves.front().first + kMoveWindow <= now) {
+      recent_moves.pop_front();
+    }
+  }
+  static constexpr TimeNs kMoveWindow = 60'000'000'000;
 
   // The effective cold age of every group now (the planner's Snapshot::cold_age).
   [[nodiscard]] std::vector<TimeNs> cold_ages() const {

@@ -110,17 +110,21 @@ Result<ListenAddress> parse_listen_address(std::string_view listen) {
   return out;
 }
 
+std::string non_loopback_error(const std::string& listen) {
+  return fmt::format(
+      "[telemetry] prometheus_listen = \"{}\" is not a loopback address: metrics name processes "
+      "and memory layout; use 127.0.0.1:PORT or [::1]:PORT, or set [telemetry] "
+      "prometheus_allow_non_loopback = true to serve them there on purpose (a pod's address)",
+      listen);
+}
+
 Result<std::unique_ptr<PrometheusExporter>> PrometheusExporter::start(
     const Telemetry& telemetry, const PrometheusOptions& opts) {
   auto addr = parse_listen_address(opts.listen);
   if (!addr) return std::unexpected(addr.error());
   if (!addr->loopback) {
     if (!opts.allow_non_loopback) {
-      return fail(fmt::format(
-          "prometheus listen address {} is not loopback; metrics name processes and memory "
-          "layout, so expose them beyond this host only on purpose "
-          "(prometheus_allow_non_loopback = true)",
-          opts.listen));
+      return fail(non_loopback_error(opts.listen));
     }
     spdlog::warn(
         "prometheus endpoint on non-loopback address {}: anyone who can reach it reads "

@@ -34,6 +34,10 @@ struct ListenAddress {
 // the accepted forms.
 Result<ListenAddress> parse_listen_address(std::string_view listen);
 
+// The refusal of a non-loopback address, naming the config key that set it
+// (no key allows one: allow_non_loopback is for tests and embedders).
+std::string non_loopback_error(const std::string& listen);
+
 class PrometheusExporter {
  public:
   // `telemetry` must outlive the exporter. Starts the server threads: call it

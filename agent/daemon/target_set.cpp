@@ -74,22 +74,9 @@ bool TargetSet::discover(const policy::CompiledConfig& config, const HeatParamsF
   std::set<Pid> seen;
   bool changed = false;
   for (Pid pid : list_pids(paths_)) {
-    if (pid == self_) continue;
-    auto info = read_process(paths_, pid);
-    if (!info || info->cmdline.empty()) continue;  // gone, or a kernel thread
-    auto group = config.group_of(*info);
-    if (!group) continue;
-    seen.insert(pid);
-    auto it = targets_.find(pid);
-    if (it != targets_.end() && it->second.group == *group) continue;
-    if (it == targets_.end()) {
-      spdlog::info("target {} ({}) joins group '{}'", pid, info->comm,
-                   config.config.groups[*group].name);
-    }
-    Target t{.pid = pid, .group = *group, .comm = info->comm};
-    t.heat = std::make_unique<policy::HeatTable>(params(*group));
-    targets_[pid] = std::move(t);
-    changed = true;
+    const Verdict v = judge(config, pid, params);
+    if (v.selected) seen.insert(pid);
+    changed |= v.changed;
   }
   changed |= std::erase_if(targets_, [&seen](const auto& kv) {
                if (seen.contains(kv.first)) return false;
@@ -97,6 +84,41 @@ bool TargetSet::discover(const policy::CompiledConfig& config, const HeatParamsF
                return true;
              }) > 0;
   return changed;
+}
+
+bool TargetSet::consider(const policy::CompiledConfig& config, Pid pid,
+                         const HeatParamsFn& params) {
+  const Verdict v = judge(config, pid, params);
+  if (!v.selected) return forget(pid, "is no longer selected") || v.changed;
+  return v.changed;
+}
+
+bool TargetSet::forget(Pid pid, std::string_view why) {
+  auto it = targets_.find(pid);
+  if (it == targets_.end()) return false;
+  spdlog::info("target {} ({}) {}", pid, it->second.comm, why);
+  targets_.erase(it);
+  return true;
+}
+
+// Whether `pid` is selected now, and whether it joined (or changed group).
+TargetSet::Verdict TargetSet::judge(const policy::CompiledConfig& config, Pid pid,
+                                    const HeatParamsFn& params) {
+  if (pid == self_) return {};
+  auto info = read_process(paths_, pid);
+  if (!info || info->cmdline.empty()) return {};  // gone, or a kernel thread
+  auto group = config.group_of(*info);
+  if (!group) return {};
+  auto it = targets_.find(pid);
+  if (it != targets_.end() && it->second.group == *group) return {.selected = true};
+  if (it == targets_.end()) {
+    spdlog::info("target {} ({}) joins group '{}'", pid, info->comm,
+                 config.config.groups[*group].name);
+  }
+  Target t{.pid = pid, .group = *group, .comm = info->comm};
+  t.heat = std::make_unique<policy::HeatTable>(params(*group));
+  targets_[pid] = std::move(t);
+  return {.selected = true, .changed = true};
 }
 
 bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn& params) {
@@ -113,9 +135,10 @@ bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn
     }
     t.group = *group;
     // Heat is the process's, whatever its group; only a table whose decay no
-    // longer matches the group's half-life starts again.
+    // longer matches the group's half-life, or whose granularity no longer
+    // matches the sources (pages or DAMON regions), starts again.
     const auto p = params(*group);
-    if (t.heat->decay().half_life() != p.half_life) {
+    if (t.heat->decay().half_life() != p.half_life || t.heat->granularity() != p.granularity) {
       t.heat = std::make_unique<policy::HeatTable>(p);
       t.vmas.clear();
       t.history.clear();

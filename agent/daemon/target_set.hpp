@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/host/host_paths.hpp"
@@ -54,6 +55,12 @@ class TargetSet {
   // changed starts afresh), those gone or no longer selected leave. True when
   // the set of pids changed.
   bool discover(const policy::CompiledConfig& config, const HeatParamsFn& params);
+  // One process that started or exec'd (the process watcher): it joins if the
+  // config selects it, leaves if it was a target and no longer is. True when
+  // the set of pids changed.
+  bool consider(const policy::CompiledConfig& config, Pid pid, const HeatParamsFn& params);
+  // A process that ended: it leaves now. True when it was a target.
+  bool forget(Pid pid, std::string_view why = "is gone");
   // A new config: targets it no longer selects leave now; the others take
   // their new group and keep their heat unless their half-life changed (then
   // the table starts afresh and the mappings are tracked again next step).
@@ -74,6 +81,12 @@ class TargetSet {
   [[nodiscard]] std::vector<Pid> pids() const;
 
  private:
+  struct Verdict {
+    bool selected = false;
+    bool changed = false;  // joined, or changed group (its heat starts afresh)
+  };
+  Verdict judge(const policy::CompiledConfig& config, Pid pid, const HeatParamsFn& params);
+
   HostPaths paths_;
   Pid self_;
   std::map<Pid, Target> targets_;

@@ -106,14 +106,22 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
       hot += u.range.bytes();
       if (u.node >= 0) hot_by_node[u.node] += u.range.bytes();  // not resident: no node
     }
-    if (pol.cold_age && idle_of(u, now) >= *pol.cold_age) idle += u.range.bytes();
+    // Resident pages only: a reservation never touched is idle address space, not memory.
+    if (u.node >= 0 && pol.cold_age && idle_of(u, now) >= *pol.cold_age) {
+      idle += u.range.bytes();
+    }
   });
+  std::uint64_t resident = 0;
+  for (const auto& [node, bytes] : t.bytes_per_node) {
+    if (node >= 0) resident += bytes;
+  }
   json hot_nodes = json::object();
   for (const auto& [node, bytes] : hot_by_node) hot_nodes[fmt::format("{}", node)] = bytes;
   return {{"pid", t.pid},
           {"comm", t.comm},
           {"group", s.config.config.groups[t.group].name},
           {"tracked_bytes", t.heat->tracked_bytes()},
+          {"resident_bytes", resident},
           {"heat_state_bytes", t.heat->memory_bytes()},
           {"resident_bytes_per_node", nodes},
           {"not_present_bytes", t.not_present_bytes},
@@ -127,6 +135,45 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
 }
 
 }  // namespace
+
+json activity_json(const LoopState& s, TimeNs now) {
+  std::uint64_t bytes = 0;
+  std::uint64_t moves = 0;
+  for (const auto& [at, b] : s.recent_moves) {
+    if (at + LoopState::kMoveWindow <= now) continue;
+    bytes += b;
+    ++moves;
+  }
+  return {{"moves_last_minute", moves},
+          {"moved_bytes_last_minute", bytes},
+          {"last_move_seconds_ago", s.last_move_at == 0
+                                        ? json(nullptr)
+                                        : json(static_cast<double>(now - s.last_move_at) / 1e9)}};
+}
+
+std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
+  std::vector<std::string> out;
+  if (s.mover.empty()) {
+    out.push_back(
+        fmt::format("observe-only: {}", s.observe_reason.empty() ? "no mover" : s.observe_reason));
+  }
+  if (s.sources.empty()) out.emplace_back("no hotness source: heat is unknown, nothing is demoted");
+  for (const auto& src : s.sources) {
+    if (!src.error.empty()) {
+      out.push_back(fmt::format("source {} failed: {}", policy::source_name(src.kind), src.error));
+    }
+  }
+  if (!s.process_watcher && !s.discovery.empty()) {
+    out.push_back(fmt::format("targets found by {}: new ones wait for the next step", s.discovery));
+  }
+  if (!s.tiering_error.empty())
+    out.push_back(fmt::format("tiering knobs not set: {}", s.tiering_error));
+  if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {
+    out.push_back(fmt::format("node {} full: a demotion there found no free memory {:.0f} s ago",
+                              s.full_node, static_cast<double>(now - s.full_at) / 1e9));
+  }
+  return out;
+}
 
 json describe(const LoopState& s, bool full, TimeNs now) {
   std::string error;
@@ -150,6 +197,12 @@ json describe(const LoopState& s, bool full, TimeNs now) {
           {"last_plan", plan_json(s.last_plan, full)},
           {"moved_pages_total", s.moved_total.moved},
           {"moved_bytes_total", s.moved_total.bytes_moved},
+          {"activity", activity_json(s, now)},
+          {"discovery",
+           {{"how", s.discovery},
+            {"process_events", s.process_events},
+            {"rescan_corrections", s.rescan_corrections}}},
+          {"degraded", degraded_lines(s, now)},
           {"placement", feedback_json(s)}};
 }
 

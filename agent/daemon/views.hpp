@@ -22,6 +22,12 @@ inline constexpr std::size_t kHistorySteps = 120;  // rows kept per target
 
 // The loop for `status` (full = false) and `dump` (full: every planned move).
 nlohmann::json describe(const LoopState& s, bool full, TimeNs now);
+// Whether moves happen: moves and bytes in the last minute, the last one's age.
+nlohmann::json activity_json(const LoopState& s, TimeNs now);
+// What runs short of the configured behaviour, one line each (observe-only, no
+// source, a failed source, no process watcher, tiering knobs not set, a full
+// node lately).
+std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now);
 // A few words for systemd's STATUS= line, e.g. "2 targets, 1GiB of 3GiB on CXL, source damon".
 std::string summary(const LoopState& s);
 // Per target: residency, hot and idle bytes as of `now`, moves.

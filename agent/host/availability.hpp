@@ -12,6 +12,8 @@ namespace kvtier::agent {
 struct Availability {
   bool ok = false;
   std::string why;
+  // Refused for a capability this process lacks (the host has the mechanism).
+  bool missing_capability = false;
 };
 
 inline Availability available(std::string why = "ok") {

@@ -86,10 +86,12 @@ Availability probe_bpf_privileges() {
   constexpr int kCapBpf = 39;
   if (has_effective_capability(kCapSysAdmin)) return available();
   if (!has_effective_capability(kCapBpf)) {
-    return unavailable("no CAP_BPF: run kvtier as root or grant CAP_BPF and CAP_PERFMON");
+    return {.why = "no CAP_BPF: run kvtier as root or grant CAP_BPF and CAP_PERFMON",
+            .missing_capability = true};
   }
   if (!has_effective_capability(kCapPerfmon)) {
-    return unavailable("no CAP_PERFMON: grant CAP_PERFMON alongside CAP_BPF");
+    return {.why = "no CAP_PERFMON: grant CAP_PERFMON alongside CAP_BPF",
+            .missing_capability = true};
   }
   return available();
 }

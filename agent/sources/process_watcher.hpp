@@ -1,9 +1,9 @@
 #pragma once
 // Process lifecycle from bpf/procs.bpf.c: exec, new processes and process
-// exit as they happen. kvtierd does not run it yet: its loop finds targets by
-// reading /proc at every step (issue 14 wires the watcher in, so an inference
-// server is added the moment it starts and forgotten when it ends).
-// `kvtierctl sources` probes it; tests/privileged/sources_test.cpp runs it.
+// exit as they happen. kvtierd runs it (Controller::on_process_events): an
+// inference server becomes a target the moment it execs and is forgotten
+// when it ends; /proc is still read in full every 30 s. `kvtierctl sources`
+// probes it; tests/privileged/sources_test.cpp runs it.
 
 #include <memory>
 #include <vector>

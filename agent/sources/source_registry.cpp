@@ -1,6 +1,7 @@
 #include "agent/sources/source_registry.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,21 @@ std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {
   return out;
 }
 
+SourceOptions source_options(const policy::Config& cfg) {
+  SourceOptions so;
+  so.pmu.sample_period = cfg.sources.sample_period;
+  so.pmu.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  so.pmu_soft.sample_period = cfg.sources.sample_period;
+  so.pmu_soft.max_samples_per_sec = cfg.sources.max_samples_per_sec;
+  const auto damon = policy::damon_intervals(cfg);
+  so.damon.sample_us = damon.sample / 1000;
+  so.damon.aggr_us = damon.aggr / 1000;
+  so.damon.min_regions = cfg.sources.damon_min_regions;
+  so.damon.max_regions = cfg.sources.damon_max_regions;
+  so.idle.scan_interval = cfg.sources.idle_scan_interval;
+  return so;
+}
+
 namespace {
 
 Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
@@ -77,7 +93,8 @@ Result<SourceChoice> forced(const SourceRegistry& reg, SourceKind force) {
   choice.reports.push_back(SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
   if (!a.ok) {
     return fail(
-        fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why));
+        fmt::format("hotness source '{}' (forced by config) cannot run here: {}", name, a.why),
+        a.missing_capability ? EPERM : 0);
   }
   choice.summary = fmt::format("{} (forced by config)", name);
   choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
@@ -115,6 +132,7 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
   const std::span<const SourceKind> order = use.empty() ? std::span(defaults) : use;
   SourceChoice choice;
   Refusals refused;
+  bool capability = false;
   std::string running;
   for (const SourceKind kind : order) {
     const std::string_view name = policy::source_name(kind);
@@ -128,13 +146,15 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
         SourceReport{.kind = f->kind, .summary = f->summary, .availability = a});
     if (!a.ok) {
       refused.add(name, a.why);
+      capability |= a.missing_capability;
       continue;
     }
     running += fmt::format("{}{}", running.empty() ? "" : ", ", name);
     choice.sources.push_back({.source = std::move(src), .reason = std::string(a.why)});
   }
   if (choice.sources.empty()) {
-    return fail(fmt::format("no hotness source can run here{}", refused.clauses()));
+    return fail(fmt::format("no hotness source can run here{}", refused.clauses()),
+                capability ? EPERM : 0);
   }
   choice.summary = running + refused.clauses();
   return choice;

@@ -16,6 +16,7 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
+#include "policy/config.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -44,6 +45,11 @@ struct SourceOptions {
   IdlePageOptions idle;
 };
 
+// The config's [sources] keys as the sources take them: every key but `use`
+// and `force` (which pick the sources) lands here. The faults source has no
+// options: it records every fault (sample_period is pmu's).
+SourceOptions source_options(const policy::Config& cfg);
+
 // pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults), idle.
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                               const SourceOptions& opts);
@@ -70,7 +76,8 @@ struct SourceChoice {
 
 // `force`: that source or an error saying why not. Else every available one in
 // `use` (the config's default, policy::SourcesConfig, when empty); an error
-// saying why each cannot run when none can.
+// saying why each cannot run when none can; its code is EPERM when one was
+// refused for a missing capability.
 Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
                                     std::optional<SourceKind> force);
 

@@ -287,7 +287,8 @@ TEST(Hardening, CheckConfigRefusesWhatStartUpRefuses) {
        "longer than the 107 a unix socket address holds"},
       {"[telemetry]\nsocket = \"" + (dir.path() / "s.sock").string() +
            "\"\nsocket_group = \"no-such-kvtier-group\"\n",
-       "control socket group: no such group: no-such-kvtier-group"},
+       "[telemetry] socket_group = \"no-such-kvtier-group\": no such group; create it "
+       "(groupadd --system no-such-kvtier-group;"},
       {"[telemetry]\nsocket = \"" + (dir.path() / "k.toml").string() +
            "\"\nsocket_group = \"root\"\n",
        "exists and is not a socket"},

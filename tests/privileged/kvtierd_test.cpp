@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -60,6 +61,82 @@ TEST(Kvtierd, MissingCapabilityIsNamedAndExits4) {
   EXPECT_NE(r.out.find("missing capabilities: CAP_BPF ("), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("CAP_PERFMON"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.sock"));
+}
+
+// Issue 14: with CAP_SYS_ADMIN gone too, CAP_BPF was no longer required at
+// start: the sources were refused and kvtierd ran blind. Now: exit 4, one line.
+TEST(Kvtierd, NoCapBpfForAConfiguredSourceExits4) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to run kvtierd with a reduced bounding set";
+  if (run("command -v setpriv").code != 0) GTEST_SKIP() << "setpriv (util-linux) not installed";
+  if (!std::filesystem::exists("/sys/kernel/btf/vmlinux")) {
+    GTEST_SKIP() << "no BTF: the BPF sources are unsupported here, not refused for a capability";
+  }
+  Fixture dir;
+  std::ofstream(dir.path() / "k.toml") << minimal_config("[sources]\nuse = [\"faults\"]\n");
+  auto r = run("timeout 60 setpriv --inh-caps=-bpf,-sys_admin --bounding-set=-bpf,-sys_admin " +
+               kBin + "kvtierd --foreground --config " + (dir.path() / "k.toml").string() +
+               " --socket " + (dir.path() / "s.sock").string());
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("missing capability: no hotness source can run here; not faults: no "
+                       "CAP_BPF: run kvtier as root or grant CAP_BPF and CAP_PERFMON"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "s.sock"));
+}
+
+// Issue 14: a reload applies [sources] (new sources, the targets kept) and
+// refuses, naming each key, what needs a restart; the running config stays.
+TEST(Kvtierd, ReloadAppliesSourcesAndRefusesMoverKeysByName) {
+  if (geteuid() != 0) GTEST_SKIP() << "kvtierd requires CAP_BPF and CAP_PERFMON";
+  Fixture dir;
+  const auto conf = dir.path() / "k.toml";
+  const auto sock = dir.path() / "kvtierd.sock";
+  std::ofstream(conf) << minimal_config("[sources]\nuse = [\"faults\"]\n");
+  Kvtierd d({"--foreground", "--config", conf.string(), "--socket", sock.string()},
+            dir.path() / "log");
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(sock); })) << slurp(d.log);
+  const std::string ctl = kBin + "kvtierctl --socket " + sock.string() + " ";
+  const auto sources = [&] {
+    const auto st = nlohmann::json::parse(run(ctl + "status --json").out, nullptr, false);
+    std::string names;
+    for (const auto& s : st["loop"]["sources"]) names += s["name"].get<std::string>() + " ";
+    return names;
+  };
+  if (sources() != "faults ") GTEST_SKIP() << "the faults source cannot run here: " << slurp(d.log);
+  const auto probed =
+      nlohmann::json::parse(run(kBin + "kvtierctl sources --json").out, nullptr, false);
+  bool soft = false;
+  for (const auto& s : probed.value("sources", nlohmann::json::array())) {
+    if (s.value("name", "") == "pmu-soft") soft = s.value("available", false);
+  }
+  if (!soft) GTEST_SKIP() << "pmu-soft cannot run here, nothing to reload to";
+
+  std::ofstream(conf) << minimal_config(
+      "[sources]\nuse = [\"faults\"]\n[mover]\nkind = "
+      "\"dry-run\"\nbatch_pages = 7\n");
+  ASSERT_EQ(kill(d.pid, SIGHUP), 0);
+  ASSERT_TRUE(wait_for([&] { return slurp(d.log).find("reload rejected") != std::string::npos; }))
+      << slurp(d.log);
+  auto r = run(ctl + "status");
+  EXPECT_NE(r.out.find("  rejected    " + conf.string() +
+                       ": mover.kind, mover.batch_pages changed and need a restart (systemctl "
+                       "restart kvtierd); nothing was applied\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  reloads     1 (1 rejected), last "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" ago, rejected\n"), std::string::npos) << r.out;
+
+  std::ofstream(conf) << minimal_config("[sources]\nuse = [\"faults\", \"pmu-soft\"]\n");
+  ASSERT_EQ(kill(d.pid, SIGHUP), 0);
+  ASSERT_TRUE(wait_for([&] {
+    return slurp(d.log).find("configuration reloaded") != std::string::npos;
+  })) << slurp(d.log);
+  EXPECT_EQ(sources(), "faults pmu-soft ") << slurp(d.log);
+  EXPECT_NE(slurp(d.log).find("source faults stopped"), std::string::npos) << slurp(d.log);
+  r = run(ctl + "status");
+  EXPECT_NE(r.out.find(" ago, applied\n"), std::string::npos) << r.out;
+  ASSERT_EQ(kill(d.pid, SIGTERM), 0);
+  EXPECT_EQ(d.wait_exit(30s), 0) << slurp(d.log);
 }
 
 TEST(Kvtierd, RunsAnswersReloadsAndStopsOnSigterm) {

@@ -219,6 +219,12 @@ TEST(Config, OutOfRangeValues) {
             "telemetry.socket");
   EXPECT_EQ(only_problem("[logging]\nlevel = \"loud\"\n" + kGroup).key, "logging.level");
   EXPECT_EQ(only_problem("[mover]\nkind = \"memcpy\"\n" + kGroup).key, "mover.kind");
+  // Issue 14: "damos" passed the check and kvtierd refused it at start.
+  auto damos = only_problem("[mover]\nkind = \"damos\"\n" + kGroup);
+  EXPECT_EQ(damos.key, "mover.kind");
+  EXPECT_EQ(damos.message,
+            "\"damos\" is not a mover kvtierd runs (DAMOS schemes are not driven by kvtierd); "
+            "use \"move_pages\" (the default) or \"dry-run\"");
   EXPECT_EQ(only_problem("[sources]\nuse = [\"pebs\"]\n" + kGroup).key, "sources.use[0]");
   EXPECT_EQ(only_problem("[sources]\nforce = \"pebs\"\n" + kGroup).key, "sources.force");
   EXPECT_EQ(only_problem(kGroup + "pid = [0]\n").key, "group[0].select.pid[0]");

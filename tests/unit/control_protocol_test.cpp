@@ -140,5 +140,18 @@ TEST(PeerCheck, RootDaemonUserAndGroupMembersOnly) {
             "group kvtier");
 }
 
+// Issue 14: a missing group is one line naming the key and the two ways out.
+TEST(SocketOptions, MissingGroupNamesTheKeyAndWhatToDo) {
+  auto r = check_socket_options(
+      ControlSocketOptions{.path = "/run/kvtier-none/k.sock", .group = "no-such-kvtier-group"});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "[telemetry] socket_group = \"no-such-kvtier-group\": no such group; create it "
+            "(groupadd --system no-such-kvtier-group; the kvtier package creates it through "
+            "sysusers.d) or set socket_group to an existing group, e.g. \"root\"");
+  EXPECT_TRUE(check_socket_options(
+      ControlSocketOptions{.path = "/run/kvtier-none/k.sock", .group = "root"}));
+}
+
 }  // namespace
 }  // namespace kvtier::agent

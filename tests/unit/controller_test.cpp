@@ -168,11 +168,16 @@ class ScriptedSource final : public HotnessSource {
     script_(now, targets, out);
     return {};
   }
-  void stop() override { ++stops; }
+  void stop() override {
+    ++stops;
+    ++*stops_seen;
+  }
 
   std::vector<Pid> targets;
   int starts = 0;
   int stops = 0;
+  // Outlives the source (replace_sources() destroys it).
+  std::shared_ptr<int> stops_seen = std::make_shared<int>(0);
   int target_updates = 0;
 
  private:
@@ -236,11 +241,14 @@ struct Loop {
   TimeNs last_step = 0;
 
   explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
-                SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig) {
+                SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig,
+                bool process_events = false) {
     mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
     mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
-    ControllerDeps deps{
-        .paths = host.paths(), .residency = ResidencyReader(mem.query_fn(), 4096, huge), .self = 1};
+    ControllerDeps deps{.paths = host.paths(),
+                        .residency = ResidencyReader(mem.query_fn(), 4096, huge),
+                        .self = 1,
+                        .process_events = process_events};
     if (with_source) {
       auto s = std::make_unique<ScriptedSource>(source_kind, std::move(script));
       source = s.get();
@@ -362,6 +370,27 @@ TEST(Controller, WithoutASourceNothingIsDemoted) {
   EXPECT_EQ(loop.ctl->state().targets.size(), 1U);
   EXPECT_TRUE(loop.mover->calls.empty()) << "every page looks idle without a source";
   EXPECT_EQ(loop.describe(false)["source"], nullptr);
+  EXPECT_EQ(loop.describe(false)["degraded"],
+            nlohmann::json({"no hotness source: heat is unknown, nothing is demoted"}));
+}
+
+// Issue 14: status says whether moves happen (the last minute, the last move's age).
+TEST(Controller, ActivityCountsTheMovesOfTheLastMinute) {
+  Loop loop;
+  loop.steps_until(kT0 + 9 * kSec);
+  auto act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 0);
+  EXPECT_EQ(act["last_move_seconds_ago"], nullptr);
+  EXPECT_TRUE(loop.describe(false)["degraded"].empty());
+  loop.steps_until(kT0 + 12 * kSec, kT0 + 10 * kSec);
+  act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 1);
+  EXPECT_EQ(act["moved_bytes_last_minute"], 2 * kMiB);
+  EXPECT_EQ(act["last_move_seconds_ago"], 2.0);
+  loop.step(kT0 + 70 * kSec, /*paused=*/true);  // paused: the warm MiB stays
+  act = loop.describe(false)["activity"];
+  EXPECT_EQ(act["moves_last_minute"], 0) << "a minute after the move: " << act.dump();
+  EXPECT_EQ(act["last_move_seconds_ago"], 60.0);
 }
 
 TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
@@ -385,7 +414,7 @@ TEST(Controller, ATargetWhoseProcDirDisappearsIsDropped) {
 TEST(Controller, ApplyConfigWithANewSelectorRematches) {
   Loop loop;
   loop.steps_until(kT0 + 2 * kSec);
-  loop.ctl->apply_config(compile(with_selector("^bash")));
+  loop.ctl->apply_config(compile(with_selector("^bash")), kT0 + 2 * kSec);
   // Between the reload and the next step the old target is already gone.
   EXPECT_EQ(loop.ctl->state().targets.size(), 0U);
   EXPECT_TRUE(loop.targets(kT0 + 2 * kSec).empty());
@@ -404,7 +433,7 @@ TEST(Controller, ApplyConfigKeepsTheHeatOfTargetsThatStay) {
   std::string text(kConfig);
   text.replace(text.find("\"inference\""), 11, "\"inference2\"");
   text.replace(text.find("\"1s\""), 4, "\"2s\"");
-  loop.ctl->apply_config(compile(text));
+  loop.ctl->apply_config(compile(text), kT0 + 5 * kSec);
   const auto targets = loop.targets(kT0 + 5 * kSec);
   ASSERT_EQ(targets.size(), 1U);
   EXPECT_EQ(targets[0]["group"], "inference2");
@@ -419,7 +448,7 @@ TEST(Controller, ApplyConfigWithAnotherHalfLifeStartsTheHeatAfresh) {
   loop.steps_until(kT0 + 5 * kSec);
   std::string text(kConfig);
   text.replace(text.find("half_life = \"2s\""), 16, "half_life = \"4s\"");
-  loop.ctl->apply_config(compile(text));
+  loop.ctl->apply_config(compile(text), kT0 + 5 * kSec);
   loop.steps_until(kT0 + 15 * kSec, kT0 + 6 * kSec);
   EXPECT_TRUE(loop.mover->calls.empty()) << "idle counts from the first step after the reload";
   loop.step(kT0 + 16 * kSec);
@@ -564,6 +593,105 @@ TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
   loop.step(kT0 + 26 * kSec);
   EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 3 * kMiB);
   EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
+}
+
+// Issue 14: a reload rebuilt the bucket full, so every SIGHUP granted a burst.
+TEST(Controller, AReloadKeepsTheBucketLevel) {
+  std::string text(kConfig);
+  text.replace(text.find("min_free = \"0B\""), 15,
+               "min_free = \"0B\"\nmigrate_rate = \"64KiB/s\"\nmigrate_burst = \"2MiB\"");
+  Loop loop(hot_and_warm, true, SourceKind::kFault, text);
+  constexpr std::uint64_t kKiB = 1024;
+  loop.steps_until(kT0 + 14 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  EXPECT_EQ(loop.describe(false)["budget_bytes"], 256 * kKiB);
+  // The same limits: the level stays what was earned (half a second more of refill).
+  loop.ctl->apply_config(compile(text), kT0 + 14 * kSec + kSec / 2);
+  EXPECT_EQ(loop.describe(false)["budget_bytes"], 288 * kKiB);
+  // A faster rate refills from that level, with no burst.
+  std::string faster(text);
+  faster.replace(faster.find("\"64KiB/s\""), 9, "\"128KiB/s\"");
+  loop.ctl->apply_config(compile(faster), kT0 + 15 * kSec);
+  EXPECT_EQ(loop.describe(false)["budget_bytes"], 320 * kKiB);
+}
+
+// Issue 14: a reload that changes [sources] swaps the running sources.
+TEST(Controller, ReplaceSourcesStopsTheOldAndStartsTheNewWithTheTargets) {
+  Loop loop;
+  loop.steps_until(kT0 + 5 * kSec);
+  EXPECT_EQ(loop.source->starts, 1);
+  const std::shared_ptr<int> old_stops = loop.source->stops_seen;
+  auto next = std::make_unique<ScriptedSource>(SourceKind::kPmu, hot_and_warm);
+  ScriptedSource* fresh = next.get();
+  std::vector<LoopSource> sources;
+  sources.push_back({.source = std::move(next), .reason = "reloaded"});
+  loop.ctl->replace_sources(std::move(sources));
+  loop.source = fresh;
+  EXPECT_EQ(*old_stops, 1) << "stopped at the reload, not at the next step";
+  EXPECT_EQ(fresh->starts, 0);
+  ASSERT_EQ(loop.ctl->state().sources.size(), 1U);
+  EXPECT_EQ(loop.ctl->state().sources[0].kind, SourceKind::kPmu);
+  EXPECT_EQ(loop.ctl->state().sources[0].reason, "reloaded");
+  loop.step(kT0 + 6 * kSec);
+  EXPECT_EQ(fresh->starts, 1);
+  EXPECT_EQ(fresh->targets, std::vector<Pid>{kServer});
+  // Page heat to page heat: the target keeps it, so the cold part still goes on time.
+  loop.steps_until(kT0 + 10 * kSec, kT0 + 7 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U) << "cold since t0, not since the reload";
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+}
+
+// Issue 14: with the process watcher, targets join at their exec and leave at
+// their exit, between steps; /proc is read in full only every 30 s.
+TEST(Controller, ProcessEventsMoveTargetsAtOnceAndTheRescanIsTheFallback) {
+  Loop loop(hot_and_warm, true, SourceKind::kFault, kConfig, /*process_events=*/true);
+  loop.step(kT0);
+  ASSERT_EQ(loop.source->targets, std::vector<Pid>{kServer});
+  constexpr Pid kSecond = 5000;
+  add_process(loop.host, kSecond, "vllm", std::string("vllm\0serve", 10), "/system.slice/vllm");
+  std::vector<ProcEvent> exec{{.kind = ProcEventKind::kExec, .pid = kSecond}};
+  loop.ctl->on_process_events(exec);
+  EXPECT_EQ(loop.ctl->state().targets.size(), 2U) << "joined at its exec, not at the next step";
+  EXPECT_EQ(loop.source->targets, (std::vector<Pid>{kServer, kSecond})) << "the source told now";
+  // The shell's fork is not selected; the server's exit drops it at once.
+  loop.host.remove("proc/" + std::to_string(kServer));
+  std::vector<ProcEvent> more{{.kind = ProcEventKind::kFork, .pid = kShell},
+                              {.kind = ProcEventKind::kExit, .pid = kServer}};
+  loop.ctl->on_process_events(more);
+  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kSecond});
+  EXPECT_EQ(loop.ctl->state().process_events, 3U);
+  // A process whose event was lost: only the rescan, 30 s after the last, finds it.
+  constexpr Pid kThird = 5001;
+  add_process(loop.host, kThird, "vllm", std::string("vllm\0serve", 10), "/system.slice/vllm");
+  loop.step(kT0 + 29 * kSec);
+  EXPECT_EQ(loop.ctl->state().targets.size(), 1U);
+  EXPECT_EQ(loop.ctl->state().rescan_corrections, 0U);
+  loop.step(kT0 + 30 * kSec);
+  EXPECT_EQ(loop.source->targets, (std::vector<Pid>{kSecond, kThird}));
+  EXPECT_EQ(loop.ctl->state().rescan_corrections, 1U);
+}
+
+TEST(Controller, WithoutAWatcherEveryStepReadsProc) {
+  Loop loop;
+  loop.step(kT0);
+  constexpr Pid kSecond = 5000;
+  add_process(loop.host, kSecond, "vllm", std::string("vllm\0serve", 10), "/system.slice/vllm");
+  loop.step(kT0 + kSec);
+  EXPECT_EQ(loop.source->targets, (std::vector<Pid>{kServer, kSecond}));
+}
+
+// Issue 14: TRACKED and IDLE counted the whole reserved address space (1.2 GiB
+// for kvsim); only resident memory counts now.
+TEST(Controller, TargetsCountResidentMemoryNotReservedAddressSpace) {
+  Loop loop([](TimeNs, const std::vector<Pid>&, SourceBatch&) {}, true);
+  loop.mem.node_of_page[kServer].clear();
+  loop.mem.place(kServer, {kPool, kPool + kMiB}, 0);  // 1 MiB of the 4 MiB pool touched
+  loop.steps_until(kT0 + 12 * kSec);
+  const auto targets = loop.targets(kT0 + 12 * kSec);
+  ASSERT_EQ(targets.size(), 1U);
+  EXPECT_EQ(targets[0]["tracked_bytes"], 4 * kMiB) << "the mapping, for scripts";
+  EXPECT_EQ(targets[0]["resident_bytes"], kMiB);
+  EXPECT_EQ(targets[0]["idle_bytes"], kMiB) << "idle for cold_age, and resident";
 }
 
 TEST(Controller, ShutdownStopsTheSourceOnce) {

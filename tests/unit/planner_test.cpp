@@ -385,5 +385,17 @@ TEST(TokenBucket, RefillsAtTheRateUpToTheBurst) {
   EXPECT_EQ(b.available(), 0U);
 }
 
+TEST(TokenBucket, ReconfigureKeepsTheLevelAndClampsIt) {
+  TokenBucket b(100 << 20, 200 << 20, 0);
+  b.consume(150 << 20);
+  // Refilled at the old rate up to now, then kept: no new burst.
+  b.reconfigure(10 << 20, 400 << 20, kSec / 2);
+  EXPECT_EQ(b.available(), 100U << 20);
+  b.refill(kSec);
+  EXPECT_EQ(b.available(), 105U << 20);
+  b.reconfigure(10 << 20, 64 << 20, kSec);
+  EXPECT_EQ(b.available(), 64U << 20);
+}
+
 }  // namespace
 }  // namespace kvtier::policy

@@ -142,5 +142,41 @@ TEST(SourceRegistry, EveryKindIsRegisteredAndNamedByTheConfig) {
   EXPECT_FALSE(policy::source_kind("ebpf-magic"));
 }
 
+// Issue 14: no [sources] key parsed and then ignored. Each reaches its source.
+TEST(SourceOptions, EveryKeyReachesItsSource) {
+  auto cfg = policy::parse_config(R"([sources]
+sample_period = 97
+max_samples_per_sec = 1234
+damon_sample_interval = "20ms"
+damon_aggr_interval = "400ms"
+damon_min_regions = 11
+damon_max_regions = 222
+idle_scan_interval = "30s"
+[[group]]
+name = "g"
+[group.select]
+comm = ["^x$"]
+)",
+                                  "t.toml");
+  ASSERT_TRUE(cfg) << cfg.error().front().to_string();
+  const agent::SourceOptions o = agent::source_options(*cfg);
+  EXPECT_EQ(o.pmu.sample_period, 97U);
+  EXPECT_EQ(o.pmu_soft.sample_period, 97U);
+  EXPECT_EQ(o.pmu.max_samples_per_sec, 1234U);
+  EXPECT_EQ(o.pmu_soft.max_samples_per_sec, 1234U);
+  EXPECT_EQ(o.pmu_soft.events, agent::PmuEventChoice::kSoftware);
+  EXPECT_EQ(o.damon.sample_us, 20'000U);
+  EXPECT_EQ(o.damon.aggr_us, 400'000U);
+  EXPECT_EQ(o.damon.min_regions, 11U);
+  EXPECT_EQ(o.damon.max_regions, 222U);
+  EXPECT_EQ(o.idle.scan_interval, 30 * policy::kNsPerSec);
+  // "auto" DAMON intervals follow the shortest cold_age (10 s by default).
+  auto plain =
+      policy::parse_config("[[group]]\nname = \"g\"\n[group.select]\ncomm = [\"^x$\"]\n", "t.toml");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(agent::source_options(*plain).damon.sample_us, 1'000'000U);
+  EXPECT_EQ(agent::source_options(*plain).damon.aggr_us, 5'000'000U);
+}
+
 }  // namespace
 }  // namespace kvtier

@@ -4,6 +4,7 @@
 
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
+#include "policy/config.hpp"
 
 namespace kvtier::agent {
 namespace {
@@ -122,14 +123,27 @@ TEST(DaemonSettings, EveryProblemIsOneLine) {
   EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 4) << m;
   EXPECT_NE(m.find("relative.sock"), std::string::npos);
   EXPECT_NE(m.find("1777"), std::string::npos);
-  EXPECT_NE(m.find("0.0.0.0:9464 is not loopback"), std::string::npos);
+  EXPECT_NE(m.find("0.0.0.0:9464\" is not a loopback address"), std::string::npos);
   EXPECT_NE(m.find("interval"), std::string::npos);
   EXPECT_NE(m.find("\"loud\""), std::string::npos);
 }
 
 TEST(DaemonSettings, NonLoopbackOnlyWhenAllowed) {
   DaemonSettings s{.prometheus_enabled = true, .prometheus_listen = "0.0.0.0:9464"};
-  EXPECT_FALSE(validate_settings(s));
+  auto r = validate_settings(s);
+  ASSERT_FALSE(r);
+  // Both keys named are ones the config file has (issue 14: it named a key that did not exist).
+  EXPECT_EQ(r.error().message,
+            "[telemetry] prometheus_listen = \"0.0.0.0:9464\" is not a loopback address: metrics "
+            "name processes and memory layout; use 127.0.0.1:PORT or [::1]:PORT, or set "
+            "[telemetry] prometheus_allow_non_loopback = true to serve them there on purpose (a "
+            "pod's address)");
+  const auto cfg = policy::parse_config(
+      "[telemetry]\nprometheus_listen = \"0.0.0.0:1\"\nprometheus_allow_non_loopback = true\n"
+      "[[group]]\nname = \"g\"\n[group.select]\ncomm = [\"^x$\"]\n",
+      "t");
+  ASSERT_TRUE(cfg) << "the keys the message names exist: " << cfg.error().front().to_string();
+  EXPECT_TRUE(cfg->telemetry.prometheus_allow_non_loopback);
   s.prometheus_allow_non_loopback = true;
   EXPECT_TRUE(validate_settings(s));
   // Off: the address is not used, so not judged.
