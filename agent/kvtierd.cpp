@@ -304,6 +304,7 @@ int serve(const Options& opt, const agent::HostPaths& paths,
     return kExitConfig;
   }
   agent::register_view_commands(**daemon, controller);
+  agent::register_record_command(**daemon, controller);
   if (auto ok = (*daemon)->run(); !ok) {
     spdlog::error("{}", ok.error().message);
     return kExitFailed;
@@ -344,8 +345,20 @@ int run(int argc, char** argv) {
   }
   auto deps = make_deps(paths, *topo, cc->config);
   if (!deps) return deps.error().code;
+  const auto daemon_cfg = cc->config.daemon;
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
+  if (!daemon_cfg.record.empty()) {
+    // A recording that cannot start (the file exists) is logged; the daemon runs without it.
+    if (auto ok = controller->start_recording(
+            daemon_cfg.record,
+            agent::RecordingLimits{.max_bytes = daemon_cfg.record_max_bytes,
+                                   .max_duration = daemon_cfg.record_max_duration},
+            agent::monotonic_now());
+        !ok) {
+      spdlog::error("daemon.record: {}", ok.error().message);
+    }
+  }
   return serve(opt, paths, controller, *settings);
 }
 

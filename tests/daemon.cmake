@@ -21,4 +21,4 @@ kvtier_vm_test(daemon_demotes daemon_demotes.sh)
 # scripted source, a scripted page-node query and a recording mover.
 kvtier_gtest(unit_controller unit
   SOURCES unit/controller_test.cpp
-  LIBS agent_controller)
+  LIBS agent_controller agent_replay)
