@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -317,7 +318,9 @@ int run_sweep(const Options& o, const Recording& rec) {
 }
 
 int run_replay(const Options& o) {
-  spdlog::set_level(spdlog::level::warn);
+  // The replayed loop's own log lines (a move of a process that had exited...) are the
+  // recording's history, not news: kept off the table and the JSON.
+  spdlog::set_level(spdlog::level::off);
   auto rec = read_recording(o.file);
   if (!rec) {
     fmt::print(stderr, "kvtierctl replay: {}\n", rec.error().message);
@@ -358,7 +361,9 @@ int run_replay(const Options& o) {
     return kExitOk;
   }
   const auto& st = runs[0].steps;
-  fmt::print("replay of {}: {} steps over {:.1f} s; new = {}{}\n", o.file, st.size(),
+  const auto ticks = std::ranges::count(st, StepKind::kPromote, &ReplayStep::kind);
+  fmt::print("replay of {}: {} steps and {} promotion ticks over {:.1f} s; new = {}{}\n", o.file,
+             st.size() - static_cast<std::size_t>(ticks), ticks,
              st.empty() ? 0.0 : static_cast<double>(st.back().now - st.front().now) / 1e9, o.config,
              o.against.empty() ? "" : ", old = " + o.against);
   if (o.every_step) {
