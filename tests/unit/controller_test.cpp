@@ -670,6 +670,28 @@ TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
   EXPECT_EQ(run->steps.back().placed.slow, 2 * kMiB);
 }
 
+// A real recording: the first 23 s of the benchmark's kvtier mode in the guest
+// (kvsim, 256 MiB pool, faults + DAMON, the shipped config; docs/recording.md),
+// cut after a step's moves. It replays here, without root or a guest, to the
+// recorded plans, byte for byte.
+TEST(Replay, ARecordingFromTheBenchGuestReplaysToItsPlans) {
+  const std::filesystem::path dir = std::filesystem::path(KVTIER_FIXTURES) / "recording";
+  auto rec = read_recording(dir / "bench-guest.kvtrec");
+  ASSERT_TRUE(rec) << rec.error().message;
+  std::ifstream in(dir / "bench-guest.toml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto run = replay(*rec, compile(text));
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_EQ(run->steps.size(), 11U) << "3 steps and 8 promotion ticks";
+  EXPECT_EQ(run->steps_as_recorded, run->steps.size());
+  EXPECT_EQ(run->plan_bytes, recorded_plan_bytes(*rec));
+  EXPECT_EQ(run->rec_demoted_bytes, 63492096U);
+  EXPECT_EQ(run->demoted_bytes, run->rec_demoted_bytes);
+  EXPECT_EQ(run->promoted_bytes, run->rec_promoted_bytes);
+  EXPECT_GT(run->promoted_bytes, 0U);
+  EXPECT_EQ(run->steps.back().placed.slow, run->steps.back().rec_placed.slow);
+}
+
 TEST(Recording, ACutShortLastRecordIsDroppedAndSaid) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
