@@ -29,6 +29,7 @@
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"

@@ -15,6 +15,7 @@
 
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
@@ -563,7 +564,7 @@ void Controller::stop_recording() {
                recording_->records(), recording_->bytes());
 }
 
-void Controller::rec(Record r, TimeNs now) {
+void Controller::rec(const Record& r, TimeNs now) {
   if (!recording_ || !recording_->open()) return;
   if (!recording_->write(r, now)) {
     spdlog::info("recording {} stopped: {}", recording_->path().string(),

@@ -117,7 +117,7 @@ class Controller {
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
   Result<void> read_topology_now();
   // Appends to the recording, if one runs (dropped when it stops).
-  void rec(Record r, TimeNs now);
+  void rec(const Record& r, TimeNs now);
   void rec_targets(TimeNs now);
   void rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now);
 
