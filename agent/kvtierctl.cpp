@@ -34,6 +34,8 @@ int run(int argc, char** argv) {
   ctl::add_kv_size_command(app, g);
   ctl::add_loop_commands(app, g);
   ctl::add_sources_command(app, g);
+  ctl::add_record_command(app, g);
+  ctl::add_replay_command(app, g);
 
   try {
     app.parse(argc, argv);

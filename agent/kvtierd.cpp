@@ -32,6 +32,7 @@
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"
@@ -396,6 +397,7 @@ int serve(const Options& opt, const agent::HostPaths& paths,
       return kExitFailed;
     }
   }
+  agent::register_record_command(**daemon, controller);
   if (auto ok = (*daemon)->run(); !ok) {
     spdlog::error("{}", ok.error().message);
     return kExitFailed;
@@ -444,8 +446,20 @@ int run(int argc, char** argv) {
   if (!deps) return deps.error().code;
   if (deps->tiering) deps->tiering->set_journal(run_dir / "tiering.saved");
   auto watcher = start_watcher(paths, *deps);
+  const auto daemon_cfg = cc->config.daemon;
   auto controller =
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
+  if (!daemon_cfg.record.empty()) {
+    // A recording that cannot start (the file exists) is logged; the daemon runs without it.
+    if (auto ok = controller->start_recording(
+            daemon_cfg.record,
+            agent::RecordingLimits{.max_bytes = daemon_cfg.record_max_bytes,
+                                   .max_duration = daemon_cfg.record_max_duration},
+            agent::monotonic_now());
+        !ok) {
+      spdlog::error("daemon.record: {}", ok.error().message);
+    }
+  }
   return serve(opt, paths, controller, watcher, *settings);
 }
 

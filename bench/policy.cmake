@@ -3,3 +3,7 @@
 find_package(benchmark REQUIRED)
 add_executable(plan_bench ${CMAKE_CURRENT_SOURCE_DIR}/plan_bench.cpp)
 target_link_libraries(plan_bench PRIVATE policy benchmark::benchmark kvtier_warnings)
+
+# The recording's CPU cost and replay's speed on a real recording (docs/recording.md).
+add_executable(recording_bench ${CMAKE_CURRENT_SOURCE_DIR}/recording_bench.cpp)
+target_link_libraries(recording_bench PRIVATE agent_replay kvtier_warnings)

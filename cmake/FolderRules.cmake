@@ -10,7 +10,8 @@ set(KVTIER_FOLDER_RULES
   "agent/sources: policy agent/host agent/sources bpf"
   "agent/movers: policy agent/host agent/movers"
   "agent/daemon: policy agent/host agent/sources agent/movers agent/daemon"
-  "agent/ctl: policy agent/host agent/sources agent/daemon agent/ctl")
+  "agent/replay: policy agent/host agent/sources agent/movers agent/daemon agent/replay"
+  "agent/ctl: policy agent/host agent/sources agent/daemon agent/replay agent/ctl")
 
 function(kvtier_check_folder_rules)
   foreach(rule IN LISTS KVTIER_FOLDER_RULES)

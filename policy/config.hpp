@@ -61,6 +61,12 @@ struct DaemonConfig {
   // Between steps: collect page-level evidence and promote what was accessed on a
   // slow node (nothing else planned); nullopt: off.
   std::optional<TimeNs> promote_interval = 1 * kNsPerSec;
+  // Always-on recording (docs/recording.md): kvtierd records every step into a
+  // new file at this path from start-up ("" : only on `kvtierctl record start`).
+  // The file must not exist yet; the recording stops at either limit.
+  std::string record;
+  std::uint64_t record_max_bytes = 64ULL << 20;
+  TimeNs record_max_duration = 3600 * kNsPerSec;
 };
 
 enum class LogLevel : std::uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };

@@ -22,4 +22,11 @@ kvtier_vm_test(daemon_demotes daemon_demotes.sh)
 # scripted source, a scripted page-node query and a recording mover.
 kvtier_gtest(unit_controller unit
   SOURCES unit/controller_test.cpp
-  LIBS agent_controller)
+  LIBS agent_controller agent_replay)
+
+# kvtierctl replay end to end on the guest recording: every step makes the recorded plan.
+add_test(NAME unit.kvtierctl_replay_guest_recording
+  COMMAND kvtierctl replay --config ${KVTIER_FIXTURES}/recording/bench-guest.toml
+          ${KVTIER_FIXTURES}/recording/bench-guest.kvtrec)
+set_tests_properties(unit.kvtierctl_replay_guest_recording PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "new: exact: all 11 steps made the recorded plan")

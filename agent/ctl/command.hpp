@@ -36,5 +36,9 @@ void add_kv_size_command(CLI::App& app, Globals& g);
 // targets, top, explain, heatmap: the control loop's view, from the daemon.
 void add_loop_commands(CLI::App& app, Globals& g);
 void add_sources_command(CLI::App& app, Globals& g);
+// record start|stop|status: the daemon's recording of its steps.
+void add_record_command(CLI::App& app, Globals& g);
+// replay: a recording through the planner with another config (no daemon).
+void add_replay_command(CLI::App& app, Globals& g);
 
 }  // namespace kvtier::agent::ctl

@@ -15,10 +15,12 @@
 
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
 #include "agent/host/numa_tiering.hpp"
+#include "agent/host/procfs.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/sources/bpf_events.hpp"
@@ -210,6 +212,7 @@ void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   ++state_.steps;
+  rec(RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}, ctx.now);
   if (!state_.tiering_applied) apply_tiering();
   if (auto ok = discover(ctx.now, telemetry); !ok) return ok;
   ingest(ctx.now, telemetry);
@@ -220,10 +223,16 @@ Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   return {};
 }
 
-Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
-  auto topo = read_topology(deps_.paths);
+Result<void> Controller::read_topology_now() {
+  auto topo = deps_.topology ? deps_.topology() : read_topology(deps_.paths);
   if (!topo) return std::unexpected(topo.error());
   state_.topology = std::move(*topo);
+  return {};
+}
+
+Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
+  if (auto ok = read_topology_now(); !ok) return ok;
+  rec(RecTopology{.topology = state_.topology}, now);
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
   bool changed = false;
@@ -240,6 +249,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
   state_.targets.track_vmas(now, host_bytes);
+  rec_targets(now);
   return tell_ranges();
 }
 
@@ -298,6 +308,7 @@ void Controller::ingest(TimeNs now, Telemetry& telemetry) {
       state_.sources[i].error = ok.error().message;
       spdlog::warn("source {}: {}", src.name(), ok.error().message);
     }
+    rec(RecBatch{.source = static_cast<std::uint32_t>(i), .batch = batch}, now);
     add_to_heat(batch);
     telemetry.record_source_batch(src.name(), batch.samples.size(), batch.regions.size());
   }
@@ -356,6 +367,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
     std::string error;
     if (full) {
       PageMap map = deps_.residency.map(pid, t.vmas, &error);
+      rec_residency(pid, true, map, now);
       for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
       t.heat->set_huge_blocks(map.huge_blocks);
       t.bytes_per_node = std::move(map.bytes_per_node);
@@ -365,7 +377,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
     } else if (!t.touched_pages.empty()) {
       // The pages sampled since the last read may have moved (the kernel's
       // promotions); kvtier's own moves are counted as they happen (move()).
-      refresh_touched(t, &error);
+      refresh_touched(t, now, &error);
       t.bytes_per_node = bytes_per_node(*t.heat, now);
     }
     t.touched_pages.clear();
@@ -380,10 +392,11 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
 
 // The node of every page sampled since the last read (the kernel may have
 // promoted it in the fault path).
-void Controller::refresh_touched(Target& t, std::string* error) {
+void Controller::refresh_touched(Target& t, TimeNs now, std::string* error) {
   const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
   t.touched_pages.clear();
   PageMap map = deps_.residency.map(t.pid, ranges, error);
+  rec_residency(t.pid, false, map, now);
   for (const auto& run : map.runs) {
     if (run.node >= 0) t.heat->set_node(run.range, run.node);
   }
@@ -395,17 +408,17 @@ void Controller::refresh_touched(Target& t, std::string* error) {
 Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemetry) {
   if (state_.steps == 0 || !may_move(ctx)) return {};
   const TimeNs now = ctx.now;
+  rec(RecStep{.now = now, .kind = StepKind::kPromote, .paused = ctx.paused}, now);
   ingest(now, telemetry);
-  auto topo = read_topology(deps_.paths);
-  if (!topo) return std::unexpected(topo.error());
-  state_.topology = std::move(*topo);
+  if (auto ok = read_topology_now(); !ok) return ok;
+  rec(RecTopology{.topology = state_.topology}, now);
   std::vector<policy::PromotionCandidate> cands;
   policy::Snapshot snap = snapshot(now);
   for (std::size_t i = 0; i < snap.targets.size(); ++i) {
     Target* t = state_.targets.find(snap.targets[i].pid);
     if (!t->touched_pages.empty()) {
       std::string error;
-      refresh_touched(*t, &error);
+      refresh_touched(*t, now, &error);
     }
     take_heat_events(*t, now);
     for (const auto& [addr, first] : t->first_slow_touch) {
@@ -414,7 +427,9 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
   }
   if (cands.empty()) return {};
   const Plan p = policy::plan_promotions(snap, cands);
+  rec(RecPlan{.plan = p}, now);
   dispatch(p.moves, now, telemetry);
+  if (recording_) recording_->flush();
   return {};
 }
 
@@ -460,6 +475,7 @@ void Controller::plan(TimeNs now, Telemetry& telemetry) {
   const policy::Snapshot snap = snapshot(now);
   for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
   state_.last_plan = policy::plan(snap);
+  rec(RecPlan{.plan = state_.last_plan}, now);
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {
     if (Target* t = state_.targets.find(m.pid)) t->last_moves.push_back(m);
@@ -500,6 +516,14 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
                                                   : std::span<const std::uint64_t>();
   // The residency phase has just located these pages: the mover need not look again.
   const MoveStats st = deps_.mover->move_located(pid, ranges, to_node, huge);
+  if (recording_) {
+    rec(RecMove{.pid = pid,
+                .to_node = to_node,
+                .demotion = demotion,
+                .ranges = {ranges.begin(), ranges.end()},
+                .stats = st},
+        now);
+  }
   telemetry.record_moves(st, to_node);
   state_.moved_total += st;
   state_.record_move(now, st.bytes_moved);
@@ -564,6 +588,68 @@ void Controller::record(TimeNs now, Telemetry& telemetry) {
   }
   export_feedback(telemetry);
   telemetry.set_hot_bytes(hot_bytes_per_node(state_, now));
+  if (recording_) recording_->flush();
+}
+
+Result<void> Controller::start_recording(const std::filesystem::path& path, RecordingLimits limits,
+                                         TimeNs now) {
+  if (recording_ && recording_->open()) {
+    return fail(fmt::format("a recording is running already ({}): stop it first",
+                            recording_->path().string()),
+                EBUSY);
+  }
+  auto w = RecordingWriter::create(path, limits, now);
+  if (!w) return std::unexpected(w.error());
+  recording_ = std::move(*w);
+  recorded_vmas_.clear();
+  RecStart start{.now = now, .mover = deps_.mover != nullptr};
+  for (const auto& s : deps_.sources) start.sources.push_back(s.source->kind());
+  if (deps_.mover) start.mover_name = std::string(deps_.mover->name());
+  rec(std::move(start), now);
+  spdlog::info("recording to {} (at most {} bytes, {} s)", path.string(), limits.max_bytes,
+               limits.max_duration / 1'000'000'000);
+  return {};
+}
+
+void Controller::stop_recording() {
+  if (!recording_ || !recording_->open()) return;
+  recording_->close("stopped");
+  spdlog::info("recording {} stopped: {} records, {} bytes", recording_->path().string(),
+               recording_->records(), recording_->bytes());
+}
+
+void Controller::rec(const Record& r, TimeNs now) {
+  if (!recording_ || !recording_->open()) return;
+  if (!recording_->write(r, now)) {
+    spdlog::info("recording {} stopped: {}", recording_->path().string(),
+                 recording_->stopped_because());
+  }
+}
+
+// Targets that joined (their process facts, for the config's selectors) and
+// tracked mappings that changed since the recording last said.
+void Controller::rec_targets(TimeNs now) {
+  if (!recording_ || !recording_->open()) return;
+  RecTargets pids;
+  for (const auto& [pid, t] : state_.targets.all()) {
+    pids.pids.push_back(pid);
+    auto it = recorded_vmas_.find(pid);
+    if (it != recorded_vmas_.end() && it->second == t.vmas) continue;
+    RecTarget target{.info = {.pid = pid, .comm = t.comm}, .vmas = t.vmas};
+    if (auto info = read_process(deps_.paths, pid)) target.info = std::move(*info);
+    rec(std::move(target), now);
+    recorded_vmas_[pid] = t.vmas;
+  }
+  std::erase_if(recorded_vmas_, [&](const auto& kv) { return !state_.targets.find(kv.first); });
+  rec(std::move(pids), now);
+}
+
+void Controller::rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now) {
+  if (!recording_ || !recording_->open()) return;
+  RecResidency r{.pid = pid, .full = full, .huge_blocks = map.huge_blocks};
+  r.runs.reserve(map.runs.size());
+  for (const auto& run : map.runs) r.runs.push_back({.range = run.range, .node = run.node});
+  rec(std::move(r), now);
 }
 
 // The groups' feedback as metrics (totals kept in the loop state, set each step).

@@ -9,6 +9,9 @@
 // guest tests drive it for real. What the loop knows is its LoopState, which
 // the views (views.hpp) read.
 
+#include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -16,6 +19,7 @@
 
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
@@ -60,6 +64,8 @@ struct ControllerDeps {
   // The kernel's tiering knobs: set from the config's [tiering] at the first
   // step and at every reload, put back at shutdown. Null: left alone (tests).
   std::unique_ptr<KernelTiering> tiering;
+  // The NUMA topology and free memory now. Null: read from paths' sysfs.
+  std::function<Result<policy::Topology>()> topology;
 };
 
 // With a process watcher, how often /proc is still read in full.
@@ -92,6 +98,14 @@ class Controller {
   // Detaches the sources (BPF programs, DAMON contexts). Idempotent.
   void shutdown();
 
+  // Records what every step sees from now on (recording.hpp) into a new file,
+  // until stop_recording() or a limit. One recording at a time.
+  Result<void> start_recording(const std::filesystem::path& path, RecordingLimits limits,
+                               TimeNs now);
+  // The recording running or the last one (closed: open() is false); null if none.
+  [[nodiscard]] const RecordingWriter* recording() const { return recording_.get(); }
+  void stop_recording();
+
   [[nodiscard]] const LoopState& state() const { return state_; }
 
  private:
@@ -101,7 +115,7 @@ class Controller {
   void read_residency(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
   void dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry);
-  void refresh_touched(Target& t, std::string* error);
+  void refresh_touched(Target& t, TimeNs now, std::string* error);
   [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
   void record(TimeNs now, Telemetry& telemetry);
 
@@ -120,12 +134,20 @@ class Controller {
   void export_feedback(Telemetry& telemetry) const;
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
+  Result<void> read_topology_now();
+  // Appends to the recording, if one runs (dropped when it stops).
+  void rec(const Record& r, TimeNs now);
+  void rec_targets(TimeNs now);
+  void rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now);
 
   ControllerDeps deps_;
   LoopState state_;
   policy::TokenBucket bucket_;
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
+  std::unique_ptr<RecordingWriter> recording_;
+  // What the recording has said of each target (its mappings), to write changes only.
+  std::map<Pid, std::vector<AddrRange>> recorded_vmas_;
 };
 
 }  // namespace kvtier::agent

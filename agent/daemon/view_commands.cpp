@@ -1,17 +1,21 @@
 #include "agent/daemon/view_commands.hpp"
 
+#include <time.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <expected>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "agent/daemon/control_protocol.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/views.hpp"
 #include "agent/host/clock.hpp"
 #include "policy/error.hpp"
@@ -31,6 +35,25 @@ Result<Pid> pid_of(const json& args) {
   auto pid = integer_arg(args, "pid", std::nullopt, 1, kMaxPid);
   if (!pid) return std::unexpected(pid.error());
   return static_cast<Pid>(*pid);
+}
+
+std::uint64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+json recording_json(const RecordingWriter* w, std::uint64_t daemon_cpu_at_start) {
+  if (w == nullptr) return json{{"recording", false}};
+  const std::uint64_t daemon_cpu = process_cpu_ns() - daemon_cpu_at_start;
+  return json{{"recording", w->open()},
+              {"path", w->path().string()},
+              {"bytes", w->bytes()},
+              {"records", w->records()},
+              {"stopped_because", w->stopped_because()},
+              {"recording_cpu_seconds", static_cast<double>(w->cpu_ns()) / 1e9},
+              {"daemon_cpu_seconds", static_cast<double>(daemon_cpu) / 1e9}};
 }
 
 }  // namespace
@@ -53,6 +76,39 @@ void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controll
         auto bins = integer_arg(args, "bins", kHistoryBins, 1, kMaxBins);
         if (!bins) return std::unexpected(bins.error());
         return heatmap(controller->state(), *pid, static_cast<std::size_t>(*bins), clock());
+      });
+}
+
+void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& controller,
+                             const Clock& clock) {
+  auto cpu_at_start = std::make_shared<std::uint64_t>(process_cpu_ns());
+  daemon.register_command(
+      "record",
+      [controller, clock, cpu_at_start](const json& args, const PeerCred&) -> Result<json> {
+        const std::string action = args.value("action", std::string("status"));
+        if (action == "start") {
+          if (!args.contains("path") || !args["path"].is_string()) {
+            return fail("record start: the argument path (a string) is missing");
+          }
+          auto max_bytes = integer_arg(args, "max_bytes", 64LL << 20, 4096, 1LL << 40);
+          if (!max_bytes) return std::unexpected(max_bytes.error());
+          auto max_seconds = integer_arg(args, "max_seconds", 600, 1, 30LL * 24 * 3600);
+          if (!max_seconds) return std::unexpected(max_seconds.error());
+          const RecordingLimits limits{
+              .max_bytes = static_cast<std::uint64_t>(*max_bytes),
+              .max_duration = static_cast<TimeNs>(*max_seconds) * 1'000'000'000ULL};
+          if (auto ok =
+                  controller->start_recording(args["path"].get<std::string>(), limits, clock());
+              !ok) {
+            return std::unexpected(ok.error());
+          }
+          *cpu_at_start = process_cpu_ns();
+        } else if (action == "stop") {
+          controller->stop_recording();
+        } else if (action != "status") {
+          return fail("record: action must be start, stop or status, not '" + action + "'");
+        }
+        return recording_json(controller->recording(), *cpu_at_start);
       });
 }
 

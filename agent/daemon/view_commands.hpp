@@ -14,3 +14,14 @@ void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controll
                             const Clock& clock = monotonic_now);
 
 }  // namespace kvtier::agent
+
+namespace kvtier::agent {
+
+// `record` (args: action "start" with path, max_bytes, max_seconds; "stop";
+// "status"): the loop's recording (Controller::start_recording). The reply
+// says the file, its size, records, and the recording's CPU time against the
+// daemon's since the recording started.
+void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& controller,
+                             const Clock& clock = monotonic_now);
+
+}  // namespace kvtier::agent

@@ -31,6 +31,8 @@ duration=${2:?usage: guest.sh MODE DURATION [KVSIM ARGS...]}
 shift 2
 
 MAP_EVERY=${MAP_EVERY:-30}            # page map + ground truth every N probe samples (1 s each)
+KVTIER_RECORD=${KVTIER_RECORD:-0}      # 1: kvtierd records its steps (docs/recording.md); the file is emitted
+KVTIER_COLD_AGE=${KVTIER_COLD_AGE:-}    # the kvtier mode's group cold_age ("": the shipped one)
 COLD_AGE_S=${COLD_AGE_S:-10}          # what "cold" means, for every agent that takes an age
 # DAMOS: monitoring and the two schemes (see docs/benchmarks.md for the reasoning).
 # kvsim reads a hot page about once a second (one paced decode step): a sample interval of
@@ -344,12 +346,21 @@ kvtier_config() {
     -e "s#^min_free = .*#min_free = \"$KVTIER_MIN_FREE\"#" /kvtier/systemd/kvtier.toml
 }
 
+# kvtierd's recording (KVTIER_RECORD=1), for kvtierctl replay: scripts/bench/recording.py
+# writes it back out of the JSON lines.
+emit_recording() {
+  [ -f "$work/kvtier.kvtrec" ] || return 0
+  emit "\"event\":\"recording\",\"bytes\":$(wc -c <"$work/kvtier.kvtrec"),\"base64\":\"$(base64 "$work/kvtier.kvtrec" | tr -d '\n')\""
+}
+
 kvtierd_pid=
 kvtier_start() {
   command -v kvtierd >/dev/null || die "kvtierd is not in the build"
   # The busybox guest has /etc/passwd only; the control socket's group must resolve.
   grep -q '^root:' /etc/group 2>/dev/null || echo 'root:x:0:' >>/etc/group
   kvtier_config >"$work/kvtier.toml"
+  [ -n "$KVTIER_COLD_AGE" ] && sed -i "s#^cold_age = .*#cold_age = \"$KVTIER_COLD_AGE\"#" "$work/kvtier.toml"
+  [ "$KVTIER_RECORD" = 1 ] && sed -i "/^\[daemon\]/a record = \"$work/kvtier.kvtrec\"" "$work/kvtier.toml"
   emit "\"event\":\"kvtier_config\",\"toml\":$(jstr "$(cat "$work/kvtier.toml")")"
   if ! msg=$(kvtierctl config check "$work/kvtier.toml" 2>&1); then
     emit "\"event\":\"unavailable\",\"mode\":\"kvtier\",\"reason\":$(jstr "kvtierctl config check rejects the generated config: $(echo "$msg" | tail -n 3 | tr '\n' ' ')")"
@@ -457,6 +468,7 @@ if [ -n "$kvtier_probe_pid" ]; then
     wait "$probe_pid" "$kvsim_pid" "$kvtierd_pid"
     emit "\"event\":\"unavailable\",\"mode\":\"kvtier\",\"reason\":$(jstr "$(cat "$work/kvtier.unavailable")")"
     emit "\"event\":\"kvtierd_log\",\"tail\":$(jstr "$(tail -n 20 "$work/kvtierd.log")")"
+    emit_recording
     exit 0
   fi
 fi
@@ -489,5 +501,6 @@ case $mode in damos | damos-goal) echo off >"$damon/0/state" ;; esac
 sed 's/^{/{"src":"kvsim",/' "$work/kvsim.out"
 sed 's/^{/{"src":"probe",/' "$work/probe.out"
 [ -n "$oracle_pid" ] && sed 's/^{/{"src":"oracle",/' "$work/oracle.out"
+emit_recording
 emit "\"event\":\"done\",\"mode\":\"$mode\",\"kvsim_status\":$kvsim_status,\"oracle_status\":$oracle_status,\"oracle_stderr\":$(jstr "$(tail -n 5 "$work/oracle.err" 2>/dev/null)"),\"kvsim_stderr\":$(jstr "$(tail -n 5 "$work/kvsim.err")"),\"probe_stderr\":$(jstr "$(tail -n 5 "$work/probe.err")"),\"nodes_after\":$(meminfo_json)"
 exit 0

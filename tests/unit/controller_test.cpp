@@ -9,13 +9,19 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "agent/daemon/recording.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/replay/replay.hpp"
 #include "fixture.hpp"
 #include "policy/config.hpp"
 
@@ -700,6 +706,170 @@ TEST(Controller, ShutdownStopsTheSourceOnce) {
   loop.ctl->shutdown();
   loop.ctl->shutdown();
   EXPECT_EQ(loop.source->stops, 1);
+}
+
+// The hot MiB at every step, the warm MiB at t0 + 5 s and again at t0 + 25 s
+// (after its demotion: it is promoted back).
+void hot_warm_and_back(TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+  hot_and_warm(now, pids, out);
+  for (Pid pid : pids) {
+    if (now == kT0 + 25 * kSec) touch(out, pid, kWarm, now, 50);
+  }
+}
+
+// Steps from t0 to t0 + 40 s with a promotion tick half-way between steps,
+// recorded into `file`.
+void record_run(Loop& loop, const std::filesystem::path& file) {
+  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{}, kT0));
+  for (TimeNs t = kT0; t <= kT0 + 40 * kSec; t += kSec) {
+    loop.step(t);
+    auto ok = loop.ctl->promote_step(StepContext{.now = t + kSec / 2}, loop.telemetry);
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+  loop.ctl->stop_recording();
+}
+
+std::vector<std::uint8_t> recorded_plan_bytes(const Recording& rec) {
+  std::vector<std::uint8_t> out;
+  bool in_step = false;
+  for (const auto& r : rec.records) {
+    if (const auto* s = std::get_if<RecStep>(&r)) in_step = s->kind == StepKind::kStep;
+    if (const auto* p = std::get_if<RecPlan>(&r); p != nullptr && in_step) {
+      const auto b = encode(*p);
+      out.insert(out.end(), b.begin(), b.end());
+    }
+  }
+  return out;
+}
+
+TEST(Replay, TheRecordedConfigReplaysToTheRecordedPlansByteForByte) {
+  Loop loop(hot_warm_and_back);
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  record_run(loop, file);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(loop.ctl->recording()->open());
+  auto rec = read_recording(file);
+  ASSERT_TRUE(rec) << rec.error().message;
+  EXPECT_EQ(rec->note, "");
+
+  auto run = replay(*rec, compile(kConfig));
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_EQ(run->steps.size(), 82U) << "41 steps and 41 promotion ticks";
+  EXPECT_EQ(run->steps_as_recorded, run->steps.size());
+  EXPECT_EQ(run->plan_bytes, recorded_plan_bytes(*rec));
+  // The run demoted the cold 2 MiB and the warm MiB, and promoted the warm MiB back.
+  EXPECT_EQ(run->rec_demoted_bytes, 3 * kMiB);
+  EXPECT_EQ(run->rec_promoted_bytes, kMiB);
+  EXPECT_EQ(run->demoted_bytes, run->rec_demoted_bytes);
+  EXPECT_EQ(run->promoted_bytes, run->rec_promoted_bytes);
+  EXPECT_EQ(run->steps.back().placed.slow, 2 * kMiB);
+  EXPECT_EQ(run->steps.back().placed.dram, 2 * kMiB);
+  EXPECT_EQ(run->steps.back().placed.slow, run->steps.back().rec_placed.slow);
+
+  // Again: the same bytes.
+  auto again = replay(*rec, compile(kConfig));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->plan_bytes, run->plan_bytes);
+}
+
+TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
+  Loop loop(hot_warm_and_back);
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  record_run(loop, file);
+  ASSERT_FALSE(HasFatalFailure());
+  auto rec = read_recording(file);
+  ASSERT_TRUE(rec) << rec.error().message;
+  std::string text(kConfig);
+  text.replace(text.find("cold_age = \"10s\""), 16, "cold_age = \"20s\"");
+  auto run = replay(*rec, compile(text));
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_LT(run->steps_as_recorded, run->steps.size());
+  TimeNs first_demotion = 0;
+  TimeNs rec_first_demotion = 0;
+  for (const auto& st : run->steps) {
+    if (first_demotion == 0 && st.demoted_bytes > 0) first_demotion = st.now;
+    if (rec_first_demotion == 0 && st.rec_demoted_bytes > 0) rec_first_demotion = st.now;
+  }
+  EXPECT_EQ(rec_first_demotion, kT0 + 10 * kSec);
+  EXPECT_EQ(first_demotion, kT0 + 20 * kSec) << "the cold 2 MiB, idle since t0";
+  // The warm MiB, read at t0 + 25 s, is never cold for 20 s before t0 + 40 s.
+  EXPECT_EQ(run->demoted_bytes, 2 * kMiB);
+  EXPECT_EQ(run->promoted_bytes, 0U);
+  EXPECT_EQ(run->steps.back().placed.slow, 2 * kMiB);
+}
+
+// A real recording: the first 23 s of the benchmark's kvtier mode in the guest
+// (kvsim, 256 MiB pool, faults + DAMON, the shipped config; docs/recording.md),
+// cut after a step's moves. It replays here, without root or a guest, to the
+// recorded plans, byte for byte.
+TEST(Replay, ARecordingFromTheBenchGuestReplaysToItsPlans) {
+  const std::filesystem::path dir = std::filesystem::path(KVTIER_FIXTURES) / "recording";
+  auto rec = read_recording(dir / "bench-guest.kvtrec");
+  ASSERT_TRUE(rec) << rec.error().message;
+  std::ifstream in(dir / "bench-guest.toml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto run = replay(*rec, compile(text));
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_EQ(run->steps.size(), 11U) << "3 steps and 8 promotion ticks";
+  EXPECT_EQ(run->steps_as_recorded, run->steps.size());
+  EXPECT_EQ(run->plan_bytes, recorded_plan_bytes(*rec));
+  EXPECT_EQ(run->rec_demoted_bytes, 63492096U);
+  EXPECT_EQ(run->demoted_bytes, run->rec_demoted_bytes);
+  EXPECT_EQ(run->promoted_bytes, run->rec_promoted_bytes);
+  EXPECT_GT(run->promoted_bytes, 0U);
+  EXPECT_EQ(run->steps.back().placed.slow, run->steps.back().rec_placed.slow);
+}
+
+TEST(Recording, ACutShortLastRecordIsDroppedAndSaid) {
+  Loop loop;
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{}, kT0));
+  loop.steps_until(kT0 + 3 * kSec);
+  loop.ctl->stop_recording();
+  auto whole = read_recording(file);
+  ASSERT_TRUE(whole) << whole.error().message;
+  std::ifstream in(file, std::ios::binary);
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+  bytes.resize(bytes.size() - 3);
+  auto cut = parse_recording(bytes, "cut.kvtrec");
+  ASSERT_TRUE(cut) << cut.error().message;
+  EXPECT_EQ(cut->records.size(), whole->records.size() - 1);
+  EXPECT_THAT(cut->note, HasSubstr("cut short"));
+  bytes[0] = 'X';
+  auto bad = parse_recording(bytes, "bad.kvtrec");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, StartsWith("bad.kvtrec: not a kvtier recording"));
+}
+
+TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
+  Loop loop;
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{.max_bytes = 64ULL * 1024}, kT0));
+  loop.steps_until(kT0 + 20 * kSec);
+  const RecordingWriter* w = loop.ctl->recording();
+  ASSERT_NE(w, nullptr);
+  EXPECT_FALSE(w->open());
+  EXPECT_THAT(w->stopped_because(), HasSubstr("max-bytes"));
+  EXPECT_LE(std::filesystem::file_size(file), 64U * 1024);
+  EXPECT_EQ(std::filesystem::file_size(file), w->bytes());
+  auto again = loop.ctl->start_recording(file, RecordingLimits{}, kT0 + 21 * kSec);
+  ASSERT_FALSE(again);
+  EXPECT_THAT(again.error().message, HasSubstr("never overwrites"));
+}
+
+TEST(Recording, StopsAtItsTimeLimit) {
+  Loop loop;
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{.max_duration = 5 * kSec}, kT0));
+  loop.steps_until(kT0 + 10 * kSec);
+  EXPECT_FALSE(loop.ctl->recording()->open());
+  EXPECT_THAT(loop.ctl->recording()->stopped_because(), HasSubstr("max-seconds"));
+  auto rec = read_recording(file);
+  ASSERT_TRUE(rec) << rec.error().message;
+  std::size_t steps = 0;
+  for (const auto& r : rec->records) steps += std::holds_alternative<RecStep>(r) ? 1 : 0;
+  EXPECT_EQ(steps, 5U) << "t0 .. t0 + 4 s";
 }
 
 }  // namespace

@@ -1,0 +1,408 @@
+// kvtierctl replay: a recording of kvtierd's steps through the planner with
+// another configuration (agent/replay), side by side with what the recording
+// did; --sweep tries several values of one key and prints the frontier.
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "agent/ctl/command.hpp"
+#include "agent/daemon/recording.hpp"
+#include "agent/replay/replay.hpp"
+#include "policy/config.hpp"
+#include "policy/error.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+#include "policy/units.hpp"
+
+namespace kvtier::agent::ctl {
+namespace {
+
+using nlohmann::json;
+
+struct Options {
+  std::string file;
+  std::string config;
+  std::string against;
+  std::string sweep;
+  bool json_out = false;
+  bool every_step = false;
+};
+
+// The figures of one run (the recording's own, or a replay's).
+struct Column {
+  std::string name;
+  std::uint64_t demoted = 0;
+  std::uint64_t promoted = 0;
+  TierBytes end;
+  double offload = 0;  // mean share of the located target memory on the slow tier
+  double sampled_dram = 0;
+  double sampled_slow = 0;
+  std::string exactness;
+};
+
+double share(double part, double whole) {
+  return whole > 0 ? part / whole : 0.0;
+}
+
+Column column_of(const ReplayRun& run, bool recorded, std::string name) {
+  Column c{.name = std::move(name)};
+  double offload_sum = 0;
+  std::size_t n = 0;
+  for (const auto& s : run.steps) {
+    const TierBytes t = recorded ? s.rec_placed : s.placed;
+    if (t.dram + t.slow == 0) continue;
+    offload_sum += share(static_cast<double>(t.slow), static_cast<double>(t.dram + t.slow));
+    ++n;
+  }
+  c.offload = n > 0 ? offload_sum / static_cast<double>(n) : 0.0;
+  if (!run.steps.empty()) c.end = recorded ? run.steps.back().rec_placed : run.steps.back().placed;
+  c.demoted = recorded ? run.rec_demoted_bytes : run.demoted_bytes;
+  c.promoted = recorded ? run.rec_promoted_bytes : run.promoted_bytes;
+  c.sampled_dram = recorded ? run.rec_sampled_dram : run.sampled_dram;
+  c.sampled_slow = recorded ? run.rec_sampled_slow : run.sampled_slow;
+  const std::size_t total = run.steps.size();
+  if (recorded) {
+    c.exactness = "exact (as recorded)";
+  } else if (run.steps_as_recorded == total) {
+    c.exactness = fmt::format("exact: all {} steps made the recorded plan", total);
+  } else {
+    c.exactness = fmt::format("estimate: {} of {} steps made the recorded plan",
+                              run.steps_as_recorded, total);
+  }
+  return c;
+}
+
+json column_json(const Column& c) {
+  return json{{"demoted_bytes", c.demoted},
+              {"promoted_bytes", c.promoted},
+              {"dram_bytes_at_end", c.end.dram},
+              {"slow_bytes_at_end", c.end.slow},
+              {"mean_slow_share", c.offload},
+              {"sampled_dram_share", share(c.sampled_dram, c.sampled_dram + c.sampled_slow)},
+              {"exactness", c.exactness}};
+}
+
+json steps_json(const ReplayRun& run, bool recorded) {
+  json out = json::array();
+  for (const auto& s : run.steps) {
+    const TierBytes t = recorded ? s.rec_placed : s.placed;
+    out.push_back(json{{"t_ns", s.now},
+                       {"kind", s.kind == StepKind::kStep ? "step" : "promote"},
+                       {"demoted_bytes", recorded ? s.rec_demoted_bytes : s.demoted_bytes},
+                       {"promoted_bytes", recorded ? s.rec_promoted_bytes : s.promoted_bytes},
+                       {"dram_bytes", t.dram},
+                       {"slow_bytes", t.slow},
+                       {"plan_as_recorded", recorded || s.plan_as_recorded}});
+  }
+  return out;
+}
+
+std::string mib(std::uint64_t b) {
+  return fmt::format("{:.1f}", static_cast<double>(b) / (1 << 20));
+}
+
+// One row per step (promotion ticks add their moves to the next step's row).
+void print_steps(const ReplayRun& run, const std::vector<const ReplayRun*>& others) {
+  fmt::print("{:>8} | {:>9} {:>9} {:>9} {:>9} |", "t (s)", "rec dem", "rec pro", "rec DRAM",
+             "rec CXL");
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    fmt::print(" {:>9} {:>9} {:>9} {:>9} {:1} |", i == 0 ? "new dem" : "old dem",
+               i == 0 ? "new pro" : "old pro", i == 0 ? "new DRAM" : "old DRAM",
+               i == 0 ? "new CXL" : "old CXL", "");
+  }
+  fmt::print("   (MiB; = : the recorded plan)\n");
+  const TimeNs t0 = run.steps.empty() ? 0 : run.steps.front().now;
+  std::vector<std::uint64_t> dem(others.size() + 1);
+  std::vector<std::uint64_t> pro(others.size() + 1);
+  for (std::size_t k = 0; k < run.steps.size(); ++k) {
+    const auto& s = run.steps[k];
+    dem[0] += s.rec_demoted_bytes;
+    pro[0] += s.rec_promoted_bytes;
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      dem[i + 1] += others[i]->steps[k].demoted_bytes;
+      pro[i + 1] += others[i]->steps[k].promoted_bytes;
+    }
+    if (s.kind != StepKind::kStep) continue;
+    fmt::print("{:>8.1f} | {:>9} {:>9} {:>9} {:>9} |", static_cast<double>(s.now - t0) / 1e9,
+               mib(dem[0]), mib(pro[0]), mib(s.rec_placed.dram), mib(s.rec_placed.slow));
+    for (std::size_t i = 0; i < others.size(); ++i) {
+      const auto& o = others[i]->steps[k];
+      fmt::print(" {:>9} {:>9} {:>9} {:>9} {:1} |", mib(dem[i + 1]), mib(pro[i + 1]),
+                 mib(o.placed.dram), mib(o.placed.slow), o.plan_as_recorded ? "=" : "");
+    }
+    fmt::print("\n");
+    std::ranges::fill(dem, 0);
+    std::ranges::fill(pro, 0);
+  }
+}
+
+void print_totals(const std::vector<Column>& cols) {
+  fmt::print("{:<34}", "");
+  for (const auto& c : cols) fmt::print(" {:>16}", c.name);
+  fmt::print("\n");
+  const auto row = [&](const char* label, auto value) {
+    fmt::print("{:<34}", label);
+    for (const auto& c : cols) fmt::print(" {:>16}", value(c));
+    fmt::print("\n");
+  };
+  row("demoted", [](const Column& c) { return policy::format_size(c.demoted); });
+  row("promoted", [](const Column& c) { return policy::format_size(c.promoted); });
+  row("DRAM at the end", [](const Column& c) { return policy::format_size(c.end.dram); });
+  row("CXL at the end", [](const Column& c) { return policy::format_size(c.end.slow); });
+  row("on CXL, mean of steps",
+      [](const Column& c) { return fmt::format("{:.1f}%", 100 * c.offload); });
+  row("sampled accesses on DRAM (est.)", [](const Column& c) {
+    return fmt::format("{:.1f}%", 100 * share(c.sampled_dram, c.sampled_dram + c.sampled_slow));
+  });
+  for (const auto& c : cols) fmt::print("{}: {}\n", c.name, c.exactness);
+}
+
+// The config at `path` with `key` (dotted; an array of tables, such as
+// [[group]], takes the value in every element) set to `value` (a number or a
+// boolean when it reads as one, else a string).
+std::expected<std::string, std::string> with_key(const std::string& path, const std::string& key,
+                                                 const std::string& value) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return std::unexpected(fmt::format("{}: {}", path, e.description()));
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  if (parts.empty()) return std::unexpected("--sweep: an empty key");
+  std::vector<toml::table*> at{&tbl};
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    std::vector<toml::table*> next;
+    for (toml::table* t : at) {
+      toml::node* n = t->get(parts[i]);
+      if (n == nullptr) {
+        next.push_back(t->insert_or_assign(parts[i], toml::table{}).first->second.as_table());
+      } else if (auto* sub = n->as_table()) {
+        next.push_back(sub);
+      } else if (auto* arr = n->as_array()) {
+        for (auto& e : *arr) {
+          if (auto* et = e.as_table()) next.push_back(et);
+        }
+      } else {
+        return std::unexpected(fmt::format("--sweep {}: {} is not a table", key, parts[i]));
+      }
+    }
+    at = std::move(next);
+  }
+  for (toml::table* t : at) {
+    char* end = nullptr;
+    const long long i = std::strtoll(value.c_str(), &end, 10);
+    if (!value.empty() && *end == '\0') {
+      t->insert_or_assign(parts.back(), static_cast<std::int64_t>(i));
+      continue;
+    }
+    const double d = std::strtod(value.c_str(), &end);
+    if (!value.empty() && *end == '\0') {
+      t->insert_or_assign(parts.back(), d);
+    } else if (value == "true" || value == "false") {
+      t->insert_or_assign(parts.back(), value == "true");
+    } else {
+      t->insert_or_assign(parts.back(), value);
+    }
+  }
+  std::ostringstream out;
+  out << tbl;
+  return out.str();
+}
+
+const policy::Topology* first_topology(const Recording& rec) {
+  for (const auto& r : rec.records) {
+    if (const auto* t = std::get_if<RecTopology>(&r)) return &t->topology;
+  }
+  return nullptr;
+}
+
+std::optional<policy::CompiledConfig> compile(const std::string& text, const std::string& what,
+                                              const policy::Topology* topo) {
+  auto cc = policy::compile_config_text(text, what, topo);
+  if (!cc) {
+    for (const auto& l : policy::problem_lines(cc.error())) fmt::print(stderr, "{}\n", l);
+    return std::nullopt;
+  }
+  return std::move(*cc);
+}
+
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) {
+    fmt::print(stderr, "kvtierctl replay: {}: cannot read: {}\n", path, errno_text(errno));
+    return std::nullopt;
+  }
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int run_sweep(const Options& o, const Recording& rec) {
+  const auto eq = o.sweep.find('=');
+  if (eq == std::string::npos) {
+    fmt::print(stderr, "kvtierctl replay: --sweep {}: expected KEY=V1,V2,...\n", o.sweep);
+    return kExitUsage;
+  }
+  const std::string key = o.sweep.substr(0, eq);
+  std::vector<std::string> values;
+  std::stringstream ss(o.sweep.substr(eq + 1));
+  for (std::string v; std::getline(ss, v, ',');) values.push_back(v);
+  struct Point {
+    std::string value;
+    Column col;
+  };
+  std::vector<Point> points;
+  for (const auto& v : values) {
+    auto text = with_key(o.config, key, v);
+    if (!text) {
+      fmt::print(stderr, "kvtierctl replay: {}\n", text.error());
+      return kExitFailed;
+    }
+    auto cc = compile(*text, fmt::format("{} ({}={})", o.config, key, v), first_topology(rec));
+    if (!cc) return kExitFailed;
+    auto run = replay(rec, *cc);
+    if (!run) {
+      fmt::print(stderr, "kvtierctl replay: {}\n", run.error().message);
+      return kExitFailed;
+    }
+    points.push_back({v, column_of(*run, false, fmt::format("{}={}", key, v))});
+  }
+  // A point is on the frontier when no other has both more offload and a higher DRAM share.
+  const auto dram = [](const Column& c) {
+    return share(c.sampled_dram, c.sampled_dram + c.sampled_slow);
+  };
+  json out = json::array();
+  if (!o.json_out) {
+    fmt::print("{:<24} {:>12} {:>12} {:>16} {:>22} {:>9}\n", key, "demoted", "promoted",
+               "on CXL (mean)", "sampled on DRAM (est.)", "frontier");
+  }
+  for (const auto& p : points) {
+    const bool dominated = std::ranges::any_of(points, [&](const Point& q) {
+      return q.col.offload >= p.col.offload && dram(q.col) >= dram(p.col) &&
+             (q.col.offload > p.col.offload || dram(q.col) > dram(p.col));
+    });
+    if (o.json_out) {
+      json j = column_json(p.col);
+      j["value"] = p.value;
+      j["frontier"] = !dominated;
+      out.push_back(j);
+    } else {
+      fmt::print("{:<24} {:>12} {:>12} {:>15.1f}% {:>21.1f}% {:>9}\n", p.value,
+                 policy::format_size(p.col.demoted), policy::format_size(p.col.promoted),
+                 100 * p.col.offload, 100 * dram(p.col), dominated ? "" : "*");
+    }
+  }
+  if (o.json_out) {
+    std::cout << json{{"key", key}, {"points", out}}.dump(2) << '\n';
+  } else {
+    fmt::print(
+        "* on the frontier: no other value keeps more on CXL with more sampled accesses on DRAM.\n"
+        "Estimates: the recorded evidence with the replay's placement (docs/recording.md).\n");
+  }
+  return kExitOk;
+}
+
+int run_replay(const Options& o) {
+  // The replayed loop's own log lines (a move of a process that had exited...) are the
+  // recording's history, not news: kept off the table and the JSON.
+  spdlog::set_level(spdlog::level::off);
+  auto rec = read_recording(o.file);
+  if (!rec) {
+    fmt::print(stderr, "kvtierctl replay: {}\n", rec.error().message);
+    return kExitFailed;
+  }
+  if (!rec->note.empty()) fmt::print(stderr, "kvtierctl replay: {}\n", rec->note);
+  if (!o.sweep.empty()) return run_sweep(o, *rec);
+  std::vector<std::pair<std::string, std::string>> configs{{"new", o.config}};
+  if (!o.against.empty()) configs.emplace_back("against", o.against);
+  std::vector<ReplayRun> runs;
+  for (const auto& [name, path] : configs) {
+    auto text = slurp(path);
+    if (!text) return kExitFailed;
+    auto cc = compile(*text, path, first_topology(*rec));
+    if (!cc) return kExitFailed;
+    auto run = replay(*rec, *cc);
+    if (!run) {
+      fmt::print(stderr, "kvtierctl replay: {}\n", run.error().message);
+      return kExitFailed;
+    }
+    runs.push_back(std::move(*run));
+  }
+  std::vector<Column> cols{column_of(runs[0], true, "recorded")};
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    cols.push_back(column_of(runs[i], false, configs[i].first));
+  }
+  if (o.json_out) {
+    json j{{"recording", o.file},
+           {"steps", runs[0].steps.size()},
+           {"recorded", column_json(cols[0])},
+           {"recorded_steps", steps_json(runs[0], true)}};
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      j[configs[i].first] = column_json(cols[i + 1]);
+      j[configs[i].first]["config"] = configs[i].second;
+      j[configs[i].first + "_steps"] = steps_json(runs[i], false);
+    }
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  const auto& st = runs[0].steps;
+  const auto ticks = std::ranges::count(st, StepKind::kPromote, &ReplayStep::kind);
+  fmt::print("replay of {}: {} steps and {} promotion ticks over {:.1f} s; new = {}{}\n", o.file,
+             st.size() - static_cast<std::size_t>(ticks), ticks,
+             st.empty() ? 0.0 : static_cast<double>(st.back().now - st.front().now) / 1e9, o.config,
+             o.against.empty() ? "" : ", old = " + o.against);
+  if (o.every_step) {
+    std::vector<const ReplayRun*> others;
+    others.reserve(runs.size());
+    for (const auto& r : runs) others.push_back(&r);
+    print_steps(runs[0], others);
+    fmt::print("\n");
+  }
+  print_totals(cols);
+  fmt::print(
+      "Exact: the recorded column; a replay's figures wherever it made the recorded plan.\n"
+      "Estimated otherwise: the recorded evidence is kept (how accesses would change with the\n"
+      "placement is unknown), the replay's moves succeed unless the recording made them, the\n"
+      "kernel's own moves are taken from the recording (docs/recording.md).\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, Globals& g) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "replay",
+      "Replay a recording (kvtierctl record) through the planner with another config: "
+      "bytes moved and residency, side by side with the recording (no root, no daemon)");
+  cmd->add_option("FILE", o->file, "The recording")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--config", o->config, "The configuration to try")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--against", o->against, "Another configuration, replayed beside it")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--sweep", o->sweep,
+                  "KEY=V1,V2,...: replay --config with KEY set to each value and print the "
+                  "frontier of offload against sampled accesses on DRAM (e.g. "
+                  "group.policy.cold_age=5s,10s,30s)");
+  cmd->add_flag("--json", o->json_out, "Print JSON");
+  cmd->add_flag("--steps", o->every_step, "Print every step, not only the totals");
+  cmd->callback([&g, o] { g.exit_code = run_replay(*o); });
+}
+
+}  // namespace kvtier::agent::ctl

@@ -1,0 +1,457 @@
+#include "agent/replay/replay.hpp"
+
+#include <stdlib.h>  // mkdtemp
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <utility>
+#include <variant>
+
+#include "agent/daemon/controller.hpp"
+#include "agent/daemon/daemon.hpp"
+#include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/recording.hpp"
+#include "agent/daemon/telemetry.hpp"
+#include "agent/host/availability.hpp"
+#include "agent/host/host_paths.hpp"
+#include "agent/host/huge_pages.hpp"
+#include "agent/host/move_pages_call.hpp"
+#include "agent/host/residency.hpp"
+#include "agent/movers/mover.hpp"
+#include "agent/sources/hotness_source.hpp"
+#include "policy/config.hpp"
+#include "policy/error.hpp"
+#include "policy/topology.hpp"
+#include "policy/types.hpp"
+
+namespace kvtier::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The node of every page the recording located, per process, with bytes per node.
+class PageNodes {
+ public:
+  [[nodiscard]] int get(Pid pid, std::uint64_t addr) const {
+    auto p = procs_.find(pid);
+    if (p == procs_.end()) return -1;
+    auto c = p->second.find(addr / kHugePageSize);
+    if (c == p->second.end()) return -1;
+    return c->second[(addr % kHugePageSize) / kPageSize];
+  }
+  void set(Pid pid, std::uint64_t addr, int node) {
+    auto& chunk = chunk_of(pid, addr);
+    std::int16_t& slot = chunk[(addr % kHugePageSize) / kPageSize];
+    if (slot == node) return;
+    if (slot >= 0) bytes_[slot] -= kPageSize;
+    if (node >= 0) bytes_[node] += kPageSize;
+    slot = static_cast<std::int16_t>(node);
+  }
+  [[nodiscard]] const std::map<int, std::int64_t>& bytes() const { return bytes_; }
+
+ private:
+  using Chunk = std::array<std::int16_t, kHugePageSize / kPageSize>;
+  Chunk& chunk_of(Pid pid, std::uint64_t addr) {
+    auto [it, fresh] = procs_[pid].try_emplace(addr / kHugePageSize);
+    if (fresh) it->second.fill(-1);
+    return it->second;
+  }
+  std::map<Pid, std::map<std::uint64_t, Chunk>> procs_;
+  std::map<int, std::int64_t> bytes_;
+};
+
+template <class F>
+void for_pages(AddrRange r, F&& f) {
+  for (std::uint64_t a = r.start & ~(kPageSize - 1); a < r.end; a += kPageSize) f(a);
+}
+
+// What the replay knows of the host: the recorded placement (R: as the
+// residency answers and the recorded moves say) and the replay's (S).
+struct SimHost {
+  PageNodes recorded;
+  PageNodes replayed;
+  std::map<Pid, std::vector<std::uint64_t>> huge;  // the last full read's huge blocks
+  policy::Topology topology;                       // as recorded at this step
+  std::vector<RecMove> expected;                   // this step's recorded moves
+  std::size_t next_expected = 0;
+  bool moves_as_recorded = true;
+
+  // A residency answer: where the kernel changed a page the recording knew
+  // (its own placement, a promotion in the fault path, a page freed), the
+  // replay's page follows; a page the recording moved itself stays where the
+  // replay put it.
+  void answer(const RecResidency& r) {
+    for (const auto& run : r.runs) {
+      for_pages(run.range, [&](std::uint64_t a) {
+        if (recorded.get(r.pid, a) != run.node) {
+          recorded.set(r.pid, a, run.node);
+          replayed.set(r.pid, a, run.node);
+        }
+      });
+    }
+    if (r.full) huge[r.pid] = r.huge_blocks;
+  }
+
+  // A recorded move that moved every page: the recording's placement follows.
+  void recorded_move(const RecMove& m) {
+    if (m.stats.moved != m.stats.requested) return;  // which pages stayed: the next read says
+    for (const auto& r : m.ranges) {
+      for_pages(r, [&](std::uint64_t a) {
+        if (recorded.get(m.pid, a) >= 0) recorded.set(m.pid, a, m.to_node);
+      });
+    }
+  }
+
+  [[nodiscard]] bool dram(int node) const {
+    const auto* n = topology.find(node);
+    return n == nullptr || n->has_cpus();
+  }
+  void tally(const PageNodes& p, const AccessSample& s, double& on_dram, double& on_slow) const {
+    const int node = p.get(s.pid, s.addr);
+    if (node < 0) return;
+    (dram(node) ? on_dram : on_slow) += s.weight;
+  }
+
+  [[nodiscard]] TierBytes tiers(const PageNodes& p) const {
+    TierBytes out;
+    for (const auto& [node, bytes] : p.bytes()) {
+      const auto b = static_cast<std::uint64_t>(std::max<std::int64_t>(bytes, 0));
+      (dram(node) ? out.dram : out.slow) += b;
+    }
+    return out;
+  }
+
+  // The recorded topology, with free memory moved by what the replay placed differently.
+  [[nodiscard]] policy::Topology adjusted_topology() const {
+    policy::Topology t = topology;
+    for (auto& n : t.nodes) {
+      auto at = [&](const PageNodes& p) {
+        auto it = p.bytes().find(n.id);
+        return it == p.bytes().end() ? std::int64_t{0} : it->second;
+      };
+      const std::int64_t free =
+          static_cast<std::int64_t>(n.mem_free_bytes) + at(recorded) - at(replayed);
+      n.mem_free_bytes = static_cast<std::uint64_t>(
+          std::clamp<std::int64_t>(free, 0, static_cast<std::int64_t>(n.mem_total_bytes)));
+    }
+    return t;
+  }
+};
+
+class ReplaySource final : public HotnessSource {
+ public:
+  explicit ReplaySource(SourceKind kind) : kind_(kind) {}
+  [[nodiscard]] SourceKind kind() const override { return kind_; }
+  [[nodiscard]] Availability probe() const override { return available("recorded"); }
+  Result<void> start() override { return {}; }
+  Result<void> set_targets(std::span<const Pid> /*pids*/) override { return {}; }
+  Result<void> collect(TimeNs /*now*/, SourceBatch& out) override {
+    for (auto& b : pending) {
+      out.samples.insert(out.samples.end(), b.samples.begin(), b.samples.end());
+      out.regions.insert(out.regions.end(), b.regions.begin(), b.regions.end());
+    }
+    pending.clear();
+    return {};
+  }
+  void stop() override {}
+
+  std::vector<SourceBatch> pending;
+
+ private:
+  SourceKind kind_;
+};
+
+// Moves pages of the simulated host. The very move the recording made does
+// what it did; any other moves every present page.
+class ReplayMover final : public Mover {
+ public:
+  explicit ReplayMover(SimHost& host) : host_(host) {}
+  [[nodiscard]] std::string_view name() const override { return "replay"; }
+  MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) override {
+    return move_located(pid, ranges, to_node, {});
+  }
+  MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
+                         std::span<const std::uint64_t> /*huge*/) override {
+    if (host_.next_expected < host_.expected.size()) {
+      const RecMove& e = host_.expected[host_.next_expected];
+      if (e.pid == pid && e.to_node == to_node && std::ranges::equal(e.ranges, ranges)) {
+        ++host_.next_expected;
+        if (e.stats.moved == e.stats.requested) place(pid, ranges, to_node);
+        return e.stats;
+      }
+    }
+    host_.moves_as_recorded = false;
+    MoveStats st;
+    for (const auto& r : ranges) {
+      for_pages(r, [&](std::uint64_t a) {
+        ++st.requested;
+        const int n = host_.replayed.get(pid, a);
+        if (n < 0) {
+          ++st.not_present;
+        } else if (n == to_node) {
+          ++st.already_there;
+        } else {
+          ++st.moved;
+          st.bytes_moved += kPageSize;
+          host_.replayed.set(pid, a, to_node);
+        }
+      });
+    }
+    st.calls = 1;
+    return st;
+  }
+
+ private:
+  void place(Pid pid, std::span<const AddrRange> ranges, int to_node) {
+    for (const auto& r : ranges) {
+      for_pages(r, [&](std::uint64_t a) {
+        if (host_.replayed.get(pid, a) >= 0) host_.replayed.set(pid, a, to_node);
+      });
+    }
+  }
+  SimHost& host_;
+};
+
+class ReplayHugePages final : public HugePageProbe {
+ public:
+  explicit ReplayHugePages(const SimHost& host) : host_(host) {}
+  Result<std::vector<std::uint64_t>> huge_blocks(Pid pid, AddrRange range) override {
+    std::vector<std::uint64_t> out;
+    auto it = host_.huge.find(pid);
+    if (it == host_.huge.end()) return out;
+    for (const std::uint64_t b : it->second) {
+      if (b + kHugePageSize > range.start && b < range.end) out.push_back(b);
+    }
+    return out;
+  }
+
+ private:
+  const SimHost& host_;
+};
+
+// A /proc with the recorded targets only: what the config's selectors and the
+// mapping tracker read.
+class ProcTree {
+ public:
+  ProcTree() {
+    std::string tmpl = (fs::temp_directory_path() / "kvtier-replay-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      error = fmt::format("{}: cannot create: {}", tmpl, errno_text(errno));
+      return;
+    }
+    root = tmpl;
+    fs::create_directories(root / "proc");
+    fs::create_directories(root / "sys");
+  }
+  ~ProcTree() {
+    std::error_code ec;
+    if (!root.empty()) fs::remove_all(root, ec);
+  }
+  ProcTree(const ProcTree&) = delete;
+  ProcTree& operator=(const ProcTree&) = delete;
+
+  void write(const std::map<Pid, RecTarget>& targets, const std::set<Pid>& live) const {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root / "proc", ec)) {
+      fs::remove_all(entry.path(), ec);
+    }
+    for (const Pid pid : live) {
+      auto it = targets.find(pid);
+      if (it == targets.end()) continue;
+      const RecTarget& t = it->second;
+      const fs::path dir = root / "proc" / std::to_string(pid);
+      fs::create_directories(dir);
+      std::ofstream(dir / "comm") << t.info.comm << '\n';
+      std::ofstream(dir / "cmdline") << t.info.cmdline;
+      if (!t.info.cgroup.empty()) std::ofstream(dir / "cgroup") << "0::" << t.info.cgroup << '\n';
+      if (!t.info.exe.empty()) fs::create_symlink(t.info.exe, dir / "exe", ec);
+      std::ofstream maps(dir / "maps");
+      for (const auto& v : t.vmas)
+        maps << fmt::format("{:x}-{:x} rw-p 00000000 00:00 0\n", v.start, v.end);
+    }
+  }
+
+  fs::path root;
+  std::string error;
+};
+
+// What one recorded step gives the replay before it runs: the host's state
+// (topology, residency answers, the moves to expect), the targets, the batches.
+struct StepInputs {
+  const RecPlan* plan = nullptr;
+  bool tree_changed = false;
+};
+
+StepInputs take_inputs(std::vector<Record>::const_iterator begin,
+                       std::vector<Record>::const_iterator end, SimHost& host,
+                       const std::vector<ReplaySource*>& sources, std::map<Pid, RecTarget>& targets,
+                       std::set<Pid>& live) {
+  StepInputs in;
+  host.expected.clear();
+  host.next_expected = 0;
+  host.moves_as_recorded = true;
+  for (auto r = begin; r != end; ++r) {
+    if (const auto* topo = std::get_if<RecTopology>(&*r)) {
+      host.topology = topo->topology;
+    } else if (const auto* tgt = std::get_if<RecTarget>(&*r)) {
+      targets[tgt->info.pid] = *tgt;
+      in.tree_changed = true;
+    } else if (const auto* pids = std::get_if<RecTargets>(&*r)) {
+      std::set<Pid> now_live(pids->pids.begin(), pids->pids.end());
+      in.tree_changed |= now_live != live;
+      live = std::move(now_live);
+    } else if (const auto* b = std::get_if<RecBatch>(&*r)) {
+      if (b->source < sources.size()) sources[b->source]->pending.push_back(b->batch);
+    } else if (const auto* res = std::get_if<RecResidency>(&*r)) {
+      host.answer(*res);
+    } else if (const auto* p = std::get_if<RecPlan>(&*r)) {
+      in.plan = p;
+    } else if (const auto* m = std::get_if<RecMove>(&*r)) {
+      host.expected.push_back(*m);
+    }
+  }
+  return in;
+}
+
+std::uint64_t demoted_total(const LoopState& s) {
+  std::uint64_t b = 0;
+  for (const auto& f : s.feedback) b += f.demoted_bytes;
+  return b;
+}
+std::uint64_t promoted_total(const LoopState& s) {
+  std::uint64_t b = 0;
+  for (const auto& f : s.feedback) b += f.promoted_bytes;
+  return b;
+}
+
+// The step's samples, on DRAM or the slow tier as each placement had them before the step.
+void tally_samples(const SimHost& host, const std::vector<ReplaySource*>& sources,
+                   ReplayStep& out) {
+  for (const ReplaySource* src : sources) {
+    for (const auto& b : src->pending) {
+      for (const auto& smp : b.samples) {
+        host.tally(host.replayed, smp, out.sampled_dram, out.sampled_slow);
+        host.tally(host.recorded, smp, out.rec_sampled_dram, out.rec_sampled_slow);
+      }
+    }
+  }
+}
+
+void add_step(ReplayRun& run, const ReplayStep& out) {
+  run.demoted_bytes += out.demoted_bytes;
+  run.promoted_bytes += out.promoted_bytes;
+  run.rec_demoted_bytes += out.rec_demoted_bytes;
+  run.rec_promoted_bytes += out.rec_promoted_bytes;
+  run.steps_as_recorded += out.plan_as_recorded ? 1 : 0;
+  run.sampled_dram += out.sampled_dram;
+  run.sampled_slow += out.sampled_slow;
+  run.rec_sampled_dram += out.rec_sampled_dram;
+  run.rec_sampled_slow += out.rec_sampled_slow;
+  run.steps.push_back(out);
+}
+
+}  // namespace
+
+// The Controller's pieces: the recorded host, sources and the simulated kernel.
+ControllerDeps replay_deps(SimHost& host, const ProcTree& tree, const RecStart& start,
+                           std::vector<ReplaySource*>& sources) {
+  ControllerDeps deps{
+      .paths = HostPaths::under(tree.root.string()),
+      .residency = ResidencyReader(
+          [&host](Pid pid, std::span<void*> pages, const int* nodes, std::span<int> status,
+                  int /*flags*/) -> MovePagesResult {
+            if (nodes != nullptr) return {-1, EINVAL};
+            for (std::size_t i = 0; i < pages.size(); ++i) {
+              const int n = host.replayed.get(pid, reinterpret_cast<std::uint64_t>(pages[i]));
+              status[i] = n >= 0 ? n : -ENOENT;
+            }
+            return {0, 0};
+          },
+          4096, std::make_shared<ReplayHugePages>(host)),
+      .self = 0,
+      .topology = [&host]() -> Result<policy::Topology> { return host.adjusted_topology(); }};
+  for (const SourceKind k : start.sources) {
+    auto s = std::make_unique<ReplaySource>(k);
+    sources.push_back(s.get());
+    deps.sources.push_back({.source = std::move(s), .reason = "recorded"});
+  }
+  if (start.mover) deps.mover = std::make_unique<ReplayMover>(host);
+  return deps;
+}
+
+Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfig& config) {
+  const auto& recs = recording.records;
+  auto first = std::ranges::find_if(
+      recs, [](const Record& r) { return std::holds_alternative<RecStart>(r); });
+  if (first == recs.end())
+    return fail("the recording has no start record (not a kvtierd recording?)");
+  const RecStart& start = std::get<RecStart>(*first);
+
+  ProcTree tree;
+  if (!tree.error.empty()) return fail(tree.error);
+  SimHost host;
+  std::vector<ReplaySource*> sources;
+  ControllerDeps deps = replay_deps(host, tree, start, sources);
+  Controller controller(config, std::move(deps), start.now);
+  Telemetry telemetry;
+
+  ReplayRun run{.note = recording.note};
+  std::map<Pid, RecTarget> targets;
+  std::set<Pid> live;
+  for (auto it = std::next(first); it != recs.end();) {
+    if (!std::holds_alternative<RecStep>(*it)) {
+      ++it;
+      continue;
+    }
+    const RecStep step = std::get<RecStep>(*it);
+    auto end = std::find_if(std::next(it), recs.end(), [](const Record& r) {
+      return std::holds_alternative<RecStep>(r) || std::holds_alternative<RecStart>(r);
+    });
+    const StepInputs in = take_inputs(std::next(it), end, host, sources, targets, live);
+    if (in.tree_changed) tree.write(targets, live);
+
+    ReplayStep out{.now = step.now, .kind = step.kind};
+    tally_samples(host, sources, out);
+    const std::uint64_t demoted0 = demoted_total(controller.state());
+    const std::uint64_t promoted0 = promoted_total(controller.state());
+    const StepContext ctx{.now = step.now, .paused = step.paused};
+    const std::size_t moves0 = host.expected.size();
+    if (step.kind == StepKind::kStep) {
+      if (auto ok = controller.step(ctx, telemetry); !ok) {
+        return fail(fmt::format("replaying the step at {} ns: {}", step.now, ok.error().message));
+      }
+      const auto bytes = encode(RecPlan{.plan = controller.state().last_plan});
+      run.plan_bytes.insert(run.plan_bytes.end(), bytes.begin(), bytes.end());
+      out.plan_as_recorded = in.plan != nullptr && encode(*in.plan) == bytes;
+    } else {
+      if (auto ok = controller.promote_step(ctx, telemetry); !ok) {
+        return fail(
+            fmt::format("replaying the promotion tick at {} ns: {}", step.now, ok.error().message));
+      }
+    }
+    out.plan_as_recorded =
+        out.plan_as_recorded && host.moves_as_recorded && host.next_expected == moves0;
+    for (const auto& m : host.expected) {
+      host.recorded_move(m);
+      (m.demotion ? out.rec_demoted_bytes : out.rec_promoted_bytes) += m.stats.bytes_moved;
+    }
+    out.demoted_bytes = demoted_total(controller.state()) - demoted0;
+    out.promoted_bytes = promoted_total(controller.state()) - promoted0;
+    out.placed = host.tiers(host.replayed);
+    out.rec_placed = host.tiers(host.recorded);
+    add_step(run, out);
+    it = end;
+  }
+  return run;
+}
+
+}  // namespace kvtier::agent
