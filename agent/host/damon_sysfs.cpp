@@ -7,7 +7,6 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -128,20 +127,7 @@ Result<std::vector<std::string>> DamonSysfs::avail_operations(int kd) const {
 }
 
 Result<void> DamonSysfs::write_owner(const fs::path& file, int kd, Pid pid) const {
-  fs::path tmp = file;
-  tmp += ".new";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << "kdamond " << kd << " pid " << pid << '\n';
-    out.flush();
-    if (!out)
-      return fail(fmt::format("{}: cannot write: {}", tmp.string(),
-                              std::error_code(errno, std::generic_category()).message()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) return fail(fmt::format("{}: cannot write: {}", file.string(), ec.message()));
-  return {};
+  return replace_file(file, fmt::format("kdamond {} pid {}\n", kd, pid));
 }
 
 std::optional<std::string> DamonSysfs::reclaim_leftover(const fs::path& file) const {

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -96,21 +94,10 @@ std::vector<std::string> KernelTiering::recover() {
 
 std::string KernelTiering::write_journal() const {
   if (journal_.empty()) return {};
-  std::filesystem::path tmp = journal_;
-  tmp += ".new";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kJournalHeader << '\n';
-    for (const auto& s : saved_) out << s.file << ' ' << s.value << '\n';
-    out.flush();
-    if (!out)
-      return fmt::format("cannot write the journal {}: {}", tmp.string(),
-                         std::error_code(errno, std::generic_category()).message());
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, journal_, ec);
-  if (ec) return fmt::format("cannot write the journal {}: {}", journal_.string(), ec.message());
-  return {};
+  std::string text = std::string(kJournalHeader) + '\n';
+  for (const auto& s : saved_) text += fmt::format("{} {}\n", s.file, s.value);
+  auto ok = replace_file(journal_, text);
+  return ok ? std::string() : "cannot write the journal: " + ok.error().message;
 }
 
 Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {

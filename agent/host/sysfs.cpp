@@ -74,6 +74,24 @@ Result<void> write_text(const std::filesystem::path& path, std::string_view valu
   return {};
 }
 
+Result<void> replace_file(const std::filesystem::path& path, std::string_view text) {
+  std::filesystem::path tmp = path;
+  tmp += ".new";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      const int err = errno;
+      return fail(fmt::format("{}: cannot write: {}", tmp.string(), errno_text(err)), err);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return fail(fmt::format("{}: cannot write: {}", path.string(), ec.message()), ec.value());
+  return {};
+}
+
 Result<std::uint64_t> read_u64(const std::filesystem::path& path) {
   auto text = read_text(path);
   if (!text) return std::unexpected(text.error());

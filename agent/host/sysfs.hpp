@@ -23,6 +23,10 @@ Result<std::string> read_text_prefix(const std::filesystem::path& path, std::siz
 // just as on a kernel that lacks it; errors name the file, the value and the errno.
 Result<void> write_text(const std::filesystem::path& path, std::string_view value);
 
+// Replaces the regular file `path` with `text` as a whole: written to PATH.new, then renamed
+// over it, so a reader (or a kvtierd killed meanwhile) sees the old file or the new one.
+Result<void> replace_file(const std::filesystem::path& path, std::string_view text);
+
 // A file holding one unsigned decimal number (HMAT access figures, ...).
 Result<std::uint64_t> read_u64(const std::filesystem::path& path);
 // The same for text already read; `what` names it in the error.
