@@ -579,13 +579,19 @@ TEST(Controller, AHugePageIsPlannedWholeOrNotAtAll) {
   EXPECT_EQ(loop.mover->calls[1].ranges, std::vector<AddrRange>{kWarm});
 }
 
+// kConfig with a 64 KiB/s migration budget and a 2 MiB burst.
+std::string slow_bucket_config() {
+  std::string text(kConfig);
+  text.replace(text.find("min_free = \"0B\""), 15,
+               "min_free = \"0B\"\nmigrate_rate = \"64KiB/s\"\nmigrate_burst = \"2MiB\"");
+  return text;
+}
+
 TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
   // 64 KiB/s with a 2 MiB burst. The cold 2 MiB go at t0 + 10 s and empty the
   // bucket; the warm MiB, cold from t0 + 15 s, then moves exactly as fast as
   // the bucket refills (the mover itself never waits).
-  std::string text(kConfig);
-  text.replace(text.find("min_free = \"0B\""), 15,
-               "min_free = \"0B\"\nmigrate_rate = \"64KiB/s\"\nmigrate_burst = \"2MiB\"");
+  const std::string text = slow_bucket_config();
   Loop loop(hot_and_warm, true, SourceKind::kFault, text);
   constexpr std::uint64_t kKiB = 1024;
   loop.steps_until(kT0 + 14 * kSec);
@@ -603,9 +609,7 @@ TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
 
 // Issue 14: a reload rebuilt the bucket full, so every SIGHUP granted a burst.
 TEST(Controller, AReloadKeepsTheBucketLevel) {
-  std::string text(kConfig);
-  text.replace(text.find("min_free = \"0B\""), 15,
-               "min_free = \"0B\"\nmigrate_rate = \"64KiB/s\"\nmigrate_burst = \"2MiB\"");
+  const std::string text = slow_bucket_config();
   Loop loop(hot_and_warm, true, SourceKind::kFault, text);
   constexpr std::uint64_t kKiB = 1024;
   loop.steps_until(kT0 + 14 * kSec);
