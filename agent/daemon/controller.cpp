@@ -212,7 +212,8 @@ void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   ++state_.steps;
-  rec(RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}, ctx.now);
+  rec(ctx.now,
+      [&] { return RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}; });
   if (!state_.tiering_applied) apply_tiering();
   if (auto ok = discover(ctx.now, telemetry); !ok) return ok;
   ingest(ctx.now, telemetry);
@@ -232,7 +233,7 @@ Result<void> Controller::read_topology_now() {
 
 Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   if (auto ok = read_topology_now(); !ok) return ok;
-  rec(RecTopology{.topology = state_.topology}, now);
+  rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
   bool changed = false;
@@ -308,7 +309,7 @@ void Controller::ingest(TimeNs now, Telemetry& telemetry) {
       state_.sources[i].error = ok.error().message;
       spdlog::warn("source {}: {}", src.name(), ok.error().message);
     }
-    rec(RecBatch{.source = static_cast<std::uint32_t>(i), .batch = batch}, now);
+    rec(now, [&] { return RecBatch{.source = static_cast<std::uint32_t>(i), .batch = batch}; });
     add_to_heat(batch);
     telemetry.record_source_batch(src.name(), batch.samples.size(), batch.regions.size());
   }
@@ -408,10 +409,10 @@ void Controller::refresh_touched(Target& t, TimeNs now, std::string* error) {
 Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemetry) {
   if (state_.steps == 0 || !may_move(ctx)) return {};
   const TimeNs now = ctx.now;
-  rec(RecStep{.now = now, .kind = StepKind::kPromote, .paused = ctx.paused}, now);
+  rec(now, [&] { return RecStep{.now = now, .kind = StepKind::kPromote, .paused = ctx.paused}; });
   ingest(now, telemetry);
   if (auto ok = read_topology_now(); !ok) return ok;
-  rec(RecTopology{.topology = state_.topology}, now);
+  rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   std::vector<policy::PromotionCandidate> cands;
   policy::Snapshot snap = snapshot(now);
   for (std::size_t i = 0; i < snap.targets.size(); ++i) {
@@ -427,7 +428,7 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
   }
   if (cands.empty()) return {};
   const Plan p = policy::plan_promotions(snap, cands);
-  rec(RecPlan{.plan = p}, now);
+  rec(now, [&] { return RecPlan{.plan = p}; });
   dispatch(p.moves, now, telemetry);
   if (recording_) recording_->flush();
   return {};
@@ -475,7 +476,7 @@ void Controller::plan(TimeNs now, Telemetry& telemetry) {
   const policy::Snapshot snap = snapshot(now);
   for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
   state_.last_plan = policy::plan(snap);
-  rec(RecPlan{.plan = state_.last_plan}, now);
+  rec(now, [&] { return RecPlan{.plan = state_.last_plan}; });
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {
     if (Target* t = state_.targets.find(m.pid)) t->last_moves.push_back(m);
@@ -517,12 +518,13 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
   // The residency phase has just located these pages: the mover need not look again.
   const MoveStats st = deps_.mover->move_located(pid, ranges, to_node, huge);
   if (recording_) {
-    rec(RecMove{.pid = pid,
-                .to_node = to_node,
-                .demotion = demotion,
-                .ranges = {ranges.begin(), ranges.end()},
-                .stats = st},
-        now);
+    rec(now, [&] {
+      return RecMove{.pid = pid,
+                     .to_node = to_node,
+                     .demotion = demotion,
+                     .ranges = {ranges.begin(), ranges.end()},
+                     .stats = st};
+    });
   }
   telemetry.record_moves(st, to_node);
   state_.moved_total += st;
@@ -593,7 +595,7 @@ void Controller::record(TimeNs now, Telemetry& telemetry) {
 
 Result<void> Controller::start_recording(const std::filesystem::path& path, RecordingLimits limits,
                                          TimeNs now) {
-  if (recording_ && recording_->open()) {
+  if (recording_open()) {
     return fail(fmt::format("a recording is running already ({}): stop it first",
                             recording_->path().string()),
                 EBUSY);
@@ -605,21 +607,21 @@ Result<void> Controller::start_recording(const std::filesystem::path& path, Reco
   RecStart start{.now = now, .mover = deps_.mover != nullptr};
   for (const auto& s : deps_.sources) start.sources.push_back(s.source->kind());
   if (deps_.mover) start.mover_name = std::string(deps_.mover->name());
-  rec(std::move(start), now);
+  write_record(std::move(start), now);
   spdlog::info("recording to {} (at most {} bytes, {} s)", path.string(), limits.max_bytes,
                limits.max_duration / 1'000'000'000);
   return {};
 }
 
 void Controller::stop_recording() {
-  if (!recording_ || !recording_->open()) return;
+  if (!recording_open()) return;
   recording_->close("stopped");
   spdlog::info("recording {} stopped: {} records, {} bytes", recording_->path().string(),
                recording_->records(), recording_->bytes());
 }
 
-void Controller::rec(const Record& r, TimeNs now) {
-  if (!recording_ || !recording_->open()) return;
+void Controller::write_record(const Record& r, TimeNs now) {
+  if (!recording_open()) return;  // stopped at a limit meanwhile
   if (!recording_->write(r, now)) {
     spdlog::info("recording {} stopped: {}", recording_->path().string(),
                  recording_->stopped_because());
@@ -629,7 +631,7 @@ void Controller::rec(const Record& r, TimeNs now) {
 // Targets that joined (their process facts, for the config's selectors) and
 // tracked mappings that changed since the recording last said.
 void Controller::rec_targets(TimeNs now) {
-  if (!recording_ || !recording_->open()) return;
+  if (!recording_open()) return;
   RecTargets pids;
   for (const auto& [pid, t] : state_.targets.all()) {
     pids.pids.push_back(pid);
@@ -637,19 +639,19 @@ void Controller::rec_targets(TimeNs now) {
     if (it != recorded_vmas_.end() && it->second == t.vmas) continue;
     RecTarget target{.info = {.pid = pid, .comm = t.comm}, .vmas = t.vmas};
     if (auto info = read_process(deps_.paths, pid)) target.info = std::move(*info);
-    rec(std::move(target), now);
+    write_record(std::move(target), now);
     recorded_vmas_[pid] = t.vmas;
   }
   std::erase_if(recorded_vmas_, [&](const auto& kv) { return !state_.targets.find(kv.first); });
-  rec(std::move(pids), now);
+  write_record(std::move(pids), now);
 }
 
 void Controller::rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now) {
-  if (!recording_ || !recording_->open()) return;
+  if (!recording_open()) return;
   RecResidency r{.pid = pid, .full = full, .huge_blocks = map.huge_blocks};
   r.runs.reserve(map.runs.size());
   for (const auto& run : map.runs) r.runs.push_back({.range = run.range, .node = run.node});
-  rec(std::move(r), now);
+  write_record(std::move(r), now);
 }
 
 // The groups' feedback as metrics (totals kept in the loop state, set each step).

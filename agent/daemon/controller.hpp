@@ -135,8 +135,15 @@ class Controller {
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
   Result<void> read_topology_now();
-  // Appends to the recording, if one runs (dropped when it stops).
-  void rec(const Record& r, TimeNs now);
+  [[nodiscard]] bool recording_open() const { return recording_ && recording_->open(); }
+  // Appends the record `make()` builds to the recording, if one runs; without one nothing is
+  // built (a step's batches, plan and topology are not copied for nothing).
+  template <class Make>
+  void rec(TimeNs now, Make&& make) {
+    if (recording_open()) write_record(make(), now);
+  }
+  // Appends `r` to the recording, if one runs (it stops at a limit).
+  void write_record(const Record& r, TimeNs now);
   void rec_targets(TimeNs now);
   void rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now);
 
