@@ -127,6 +127,8 @@ Result<Scaling> choose_scaling(const ScalingRequest& req) {
             .layer_scale = layer_scale,
             .token_scale = token_scale};
   const std::uint64_t block_bytes = s.block_bytes();
+  // check_model() rules out a zero dimension; said again here for the analyzer.
+  if (block_bytes == 0) return fail(fmt::format("model {}: a KV block of 0 bytes", m.name));
   const std::uint64_t blocks = req.budget_bytes / block_bytes;
   if (blocks < s.blocks_per_hash()) {
     return fail(fmt::format(
