@@ -91,15 +91,20 @@ struct ArgvChild {
   ArgvChild(const char* program, std::vector<std::string> argv) {
     pid = fork();
     if (pid == 0) {
+      // Its own process group, so the destructor also kills what it forked (bash -c's
+      // sleep, which would otherwise hold the test's output open, and ctest waiting, 60 s).
+      setpgid(0, 0);
       std::vector<char*> a;
       for (auto& s : argv) a.push_back(s.data());
       a.push_back(nullptr);
       execv(program, a.data());
       _exit(127);
     }
+    if (pid > 0) setpgid(pid, pid);  // as the child does: whichever runs first
   }
   [[nodiscard]] bool alive() const { return waitpid(pid, nullptr, WNOHANG) == 0; }
   ~ArgvChild() {
+    kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
