@@ -137,9 +137,10 @@ struct TieringConfig {
   // was unmapped less than this long ago.
   std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;
   // scan_period_min_ms / scan_period_max_ms: how often a task's slow-tier pages
-  // are unmapped, in the task's own CPU time.
+  // are unmapped, in the task's own CPU time. Equal, so the kernel cannot
+  // lengthen the period (docs/configuration.md says why it would).
   std::optional<TimeNs> scan_period_min = 100 * kNsPerMs;
-  std::optional<TimeNs> scan_period_max = 1000 * kNsPerMs;
+  std::optional<TimeNs> scan_period_max = 100 * kNsPerMs;
 };
 
 enum class MoverKind : std::uint8_t { kMovePages, kDryRun };
