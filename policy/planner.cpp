@@ -95,7 +95,7 @@ std::uint64_t heat_bits(float h) {
   return std::bit_cast<std::uint32_t>(std::max(h, 0.0F));
 }
 
-enum class Why : std::uint8_t { kColdAge, kDramLimit, kKeepFree, kHeadroom, kPromote };
+enum class Why : std::uint8_t { kColdAge, kDramLimit, kKeepFree, kHeadroom, kExchange, kPromote };
 
 struct Chosen {
   std::uint32_t target = 0;
@@ -108,6 +108,14 @@ struct Chosen {
   std::uint32_t last_access = 0;
 };
 
+// What the room pass may take a candidate for.
+enum class Kind : std::uint8_t { kCold, kCooling, kWarm };
+struct Ranked {
+  Cand c;
+  Kind kind;
+  std::size_t cold_index;  // into the group's cold list (kCold only)
+};
+
 struct GroupWork {
   std::size_t index = 0;
   const GroupConfig* cfg = nullptr;
@@ -117,16 +125,13 @@ struct GroupWork {
   Smallest cooling;  // kCooling: for DRAM headroom
   Smallest warm;     // kWarm: for the group's own limits (dram_limit, keep_free)
   Smallest hot;      // kAccessedOnSlow
+  // The room pass's candidates, coldest first, and which of them moved: what
+  // stayed is the plan's spare (plan()'s `spare`).
+  std::vector<Ranked> order;
+  std::vector<bool> order_taken;
+  std::size_t exchange_from = 0;  // order[..exchange_from) holds no exchangeable unit left
   GroupWork(std::size_t i, const GroupConfig* c, GroupRules r, std::size_t k)
       : index(i), cfg(c), rules(std::move(r)), cold(k), cooling(k), warm(k), hot(k) {}
-};
-
-// What the room pass may take a candidate for.
-enum class Kind : std::uint8_t { kCold, kCooling, kWarm };
-struct Ranked {
-  Cand c;
-  Kind kind;
-  std::size_t cold_index;  // into the group's cold list (kCold only)
 };
 
 class Planner {
@@ -144,7 +149,7 @@ class Planner {
     }
   }
 
-  Plan run() {
+  Plan run(std::vector<SpareUnit>* spare) {
     make_groups();
     for (std::uint32_t t = 0; t < s_.targets.size(); ++t) scan(t);
     const auto [up, down] = group_orders();
@@ -166,13 +171,32 @@ class Planner {
     headroom_notes();
     for (GroupWork* g : down) promote(*g, hot[g->index]);
     for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
+    if (spare != nullptr) {
+      for (GroupWork* g : up) add_spare(*g, cold_taken[g->index], *spare);
+    }
     return finish();
   }
 
   // Promotions only, of the given units (the loop's fast path between steps):
   // the same rule and the same limits, no demotion, no scan of every unit.
-  Plan run_promotions(std::span<const PromotionCandidate> cands) {
+  Plan run_promotions(std::span<const PromotionCandidate> cands,
+                      std::span<const PromotionCandidate> spare) {
     make_groups();
+    for (const auto& pc : spare) {
+      const TargetView& tv = s_.targets[pc.target];
+      if (tv.group >= groups_.size()) continue;
+      GroupWork& g = groups_[tv.group];
+      const HeatUnit& u = pc.unit;
+      const Rule rule = g.rules.classify(u);
+      const bool warm = rule == Rule::kWarm && g.rules.exchangeable(u.last_access);
+      if (rule != Rule::kCold && rule != Rule::kCooling && !warm) continue;
+      (rule == Rule::kCold      ? g.cold
+       : rule == Rule::kCooling ? g.cooling
+                                : g.warm)
+          .push(Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start, u.node,
+                           static_cast<std::uint32_t>(pc.target),
+                           static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
+    }
     for (const auto& pc : cands) {
       const TargetView& tv = s_.targets[pc.target];
       if (tv.group >= groups_.size()) continue;
@@ -185,10 +209,18 @@ class Planner {
                      static_cast<std::uint32_t>(u.range.bytes() / kPageSize)));
     }
     const auto [up, down] = group_orders();
+    std::vector<std::vector<Cand>> hot(groups_.size());
     for (GroupWork* g : down) {
-      const std::vector<Cand> hot = std::move(g->hot).sorted();
-      promote(*g, hot);
+      hot[g->index] = std::move(g->hot).sorted();
+      add_demand(hot[g->index]);
     }
+    // An exchange: the spare's coldest make room for what waits, as in run().
+    for (GroupWork* g : up) {
+      const std::vector<Cand> cold = std::move(g->cold).sorted();
+      std::vector<bool> taken(cold.size(), false);
+      room(*g, cold, taken);
+    }
+    for (GroupWork* g : down) promote(*g, hot[g->index]);
     return finish();
   }
 
@@ -288,7 +320,8 @@ class Planner {
                             (rule == Rule::kExcluded && rules.slow(u.node));
           if (!slow) dram_use += u.range.bytes();
           const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-          if (rule == Rule::kCold || rule == Rule::kCooling || (rule == Rule::kWarm && take_warm)) {
+          if (rule == Rule::kCold || rule == Rule::kCooling ||
+              (rule == Rule::kWarm && (take_warm || rules.exchangeable(u.last_access)))) {
             const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
                                       u.node, t, pages);
             (rule == Rule::kCold ? g.cold : rule == Rule::kCooling ? g.cooling : g.warm).push(c);
@@ -361,7 +394,10 @@ class Planner {
       const Node* n = node(id);
       return pol.keep_free && n->free < *pol.keep_free ? *pol.keep_free - n->free : 0;
     };
-    for (const Ranked& r : ranked(g, cold)) {
+    g.order = ranked(g, cold);
+    g.order_taken.assign(g.order.size(), false);
+    for (std::size_t i = 0; i < g.order.size(); ++i) {
+      const Ranked& r = g.order[i];
       const Cand& c = r.c;
       const bool limits = over > 0 || short_keep(c.node()) > 0;
       const bool headroom = r.kind != Kind::kWarm && short_of_headroom(c.node()) > 0;
@@ -371,6 +407,7 @@ class Planner {
         if (budget_out_) break;
         continue;
       }
+      g.order_taken[i] = true;
       if (r.kind == Kind::kCold) cold_taken[r.cold_index] = true;
       over -= std::min(over, c.bytes());
       g.dram_use -= c.bytes();
@@ -389,10 +426,16 @@ class Planner {
     out.reserve(cold.size());
     for (std::size_t i = 0; i < cold.size(); ++i) out.push_back({cold[i], Kind::kCold, i});
     for (const Cand& c : std::move(g.cooling).sorted()) out.push_back({c, Kind::kCooling, 0});
-    if (g.rules.watermark()) {
+    // Warm: all of them under dram_limit/keep_free, in one coldest-first order with
+    // the rest; else only the exchangeable ones, after every cold and cooling one.
+    const bool mixed = g.rules.watermark();
+    if (mixed) {
       for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Kind::kWarm, 0});
     }
     std::ranges::stable_sort(out, [](const Ranked& a, const Ranked& b) { return a.c < b.c; });
+    if (!mixed) {
+      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Kind::kWarm, 0});
+    }
     return out;
   }
 
@@ -443,7 +486,7 @@ class Planner {
       // Half the DRAM headroom stays for the kernel's promotions in the fault path.
       const std::uint64_t keep =
           s_.limits.min_free + (dst->headroom - std::min(dst->headroom, s_.limits.min_free)) / 2;
-      if (dst->free < c.bytes() + keep) {
+      if (dst->free < c.bytes() + keep && !exchange(g, to, c.bytes() + keep, c.bytes())) {
         ++left;
         continue;
       }
@@ -460,9 +503,57 @@ class Planner {
     }
   }
 
-  void cold_age(GroupWork& g, const std::vector<Cand>& cold, const std::vector<bool>& taken) {
+  // Room on node `to` for a promotion of `bytes` that needs `want` free, by
+  // demoting the group's warm units idle for half the cold age or more, coldest
+  // first (what the room pass left of them): an exchange of pages idle for
+  // seconds for one just accessed on a slow node. Only when that makes the room
+  // and the budget holds the promotion too; false, with nothing taken, if not.
+  bool exchange(GroupWork& g, int to, std::uint64_t want, std::uint64_t bytes) {
+    Node* dst = node(to);
+    const std::uint64_t deficit = want - std::min(want, dst->free);
+    std::uint64_t found = 0;
+    std::vector<std::size_t> pick;
+    auto gone = [&](std::size_t i) {
+      const Ranked& r = g.order[i];
+      return r.kind != Kind::kWarm || g.order_taken[i] ||
+             !g.rules.exchangeable(key_access(r.c.key));
+    };
+    while (g.exchange_from < g.order.size() && gone(g.exchange_from)) ++g.exchange_from;
+    for (std::size_t i = g.exchange_from; i < g.order.size() && found < deficit; ++i) {
+      const Ranked& r = g.order[i];
+      if (gone(i) || r.c.node() != to) continue;
+      pick.push_back(i);
+      found += r.c.bytes();
+    }
+    if (found < deficit || budget_out_ || budget_ < found + bytes) return false;
+    for (const std::size_t i : pick) {
+      const Cand& w = g.order[i].c;
+      if (!take(w, g.rules.demotion_dest(to), Why::kExchange, true)) return false;
+      g.order_taken[i] = true;
+      g.dram_use -= w.bytes();
+    }
+    return dst->free >= want;
+  }
+
+  void cold_age(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& taken) {
     for (std::size_t i = 0; i < cold.size() && !budget_out_; ++i) {
-      if (!taken[i]) take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
+      if (!taken[i]) {
+        taken[i] = take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
+      }
+    }
+  }
+
+  // What the room and cold-age passes left in DRAM that either could take (cold
+  // and cooling units, coldest first): the fast path's exchanges between steps.
+  void add_spare(const GroupWork& g, const std::vector<bool>& cold_taken,
+                 std::vector<SpareUnit>& out) const {
+    for (std::size_t i = 0; i < g.order.size(); ++i) {
+      const Ranked& r = g.order[i];
+      if (g.order_taken[i]) continue;
+      if (r.kind == Kind::kWarm && !g.rules.exchangeable(key_access(r.c.key))) continue;
+      if (r.kind == Kind::kCold && cold_taken[r.cold_index]) continue;
+      out.push_back(
+          SpareUnit{.pid = s_.targets[r.c.target].pid, .addr = r.c.start(), .node = r.c.node()});
     }
   }
 
@@ -498,6 +589,12 @@ class Planner {
             c.from, format_size(nodes_[static_cast<std::size_t>(c.from)].headroom),
             format_size(nodes_[static_cast<std::size_t>(c.from)].demand), format_duration(idle),
             format_duration(*g.policy.cold_age), size);
+      case Why::kExchange:
+        return fmt::format(
+            "node {}: room for {} waiting for promotion: coldest first, idle {} >= half the "
+            "cold_age {}; {}",
+            c.from, format_size(nodes_[static_cast<std::size_t>(c.from)].demand),
+            format_duration(idle), format_duration(*g.policy.cold_age), size);
       case Why::kPromote:
         return fmt::format("accessed on slow node {} since it was moved there (last {} ago); {}",
                            c.from, format_duration(idle), size);
@@ -528,10 +625,11 @@ class Planner {
         newest = std::max(newest, c.last_access);
       }
       const TargetView& tv = s_.targets[first.target];
-      const MoveReason reason = first.why == Why::kColdAge    ? MoveReason::kColdAge
-                                : first.why == Why::kPromote  ? MoveReason::kHotPromotion
-                                : first.why == Why::kHeadroom ? MoveReason::kHeadroom
-                                                              : MoveReason::kWatermark;
+      const MoveReason reason = first.why == Why::kColdAge   ? MoveReason::kColdAge
+                                : first.why == Why::kPromote ? MoveReason::kHotPromotion
+                                : first.why == Why::kHeadroom || first.why == Why::kExchange
+                                    ? MoveReason::kHeadroom
+                                    : MoveReason::kWatermark;
       (reason == MoveReason::kHotPromotion ? out.promote_bytes : out.demote_bytes) +=
           end - first.start;
       out.moves.push_back(PlannedMove{.pid = tv.pid,
@@ -572,18 +670,20 @@ class Planner {
 
 }  // namespace
 
-Plan plan(const Snapshot& snap) {
+Plan plan(const Snapshot& snap, std::vector<SpareUnit>* spare) {
+  if (spare != nullptr) spare->clear();
   if (snap.topology == nullptr) {
     Plan p;
     p.notes.emplace_back("no topology in the snapshot: nothing planned");
     return p;
   }
-  return Planner(snap).run();
+  return Planner(snap).run(spare);
 }
 
-Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates) {
+Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates,
+                     std::span<const PromotionCandidate> spare) {
   if (snap.topology == nullptr) return {};
-  return Planner(snap).run_promotions(candidates);
+  return Planner(snap).run_promotions(candidates, spare);
 }
 
 }  // namespace kvtier::policy

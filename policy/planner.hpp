@@ -10,8 +10,12 @@
 //   2. Hot promotion: ranges on a demotion node with heat >= promote_heat come
 //      back to their home node, hottest first (highest priority group first),
 //      as long as that keeps DRAM within dram_limit / keep_free / min_free.
+//      When only room is missing, an exchange makes it: the group's warm units
+//      idle for half the cold age or more go down, coldest first.
 //   3. Cold-age demotion: ranges idle for cold_age or more go to the demotion
 //      node, coldest first (lowest priority group first).
+// What passes 1 and 3 could have taken and left is the plan's spare: between
+// steps, plan_promotions() exchanges it for what waits on a slow node.
 // Nothing hotter than demote_heat is demoted and promote_heat > demote_heat
 // (the config enforces it), so nothing ping-pongs; nothing moved less than
 // min_residence ago moves; excluded ranges and ranges on unknown nodes never
@@ -56,7 +60,18 @@ struct Snapshot {
   std::vector<TimeNs> cold_age;
 };
 
-Plan plan(const Snapshot& snap);
+// A demotion candidate a plan left in DRAM (cold or cooling), by pid and the
+// unit's first address.
+struct SpareUnit {
+  Pid pid = 0;
+  std::uint64_t addr = 0;
+  int node = -1;  // where it was: a unit found elsewhere since has moved
+};
+
+// `spare`, when given, gets the units the plan could have demoted (idle for
+// cold_age or more) and left in DRAM, coldest first, per group from the lowest
+// priority: what plan_promotions() may exchange between steps.
+Plan plan(const Snapshot& snap, std::vector<SpareUnit>* spare = nullptr);
 
 // A unit of snap.targets[target] that page-level evidence says was accessed on a
 // slow node: the loop's fast path asks for its promotion between steps.
@@ -65,9 +80,13 @@ struct PromotionCandidate {
   HeatUnit unit;
 };
 
-// Promotions only, of these units: the same rule (kAccessedOnSlow) and limits
-// (budget, min_free, half the DRAM headroom) as plan(), without demotions and
-// without visiting every unit of every target.
-Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates);
+// Promotions of these units, by the same rule (kAccessedOnSlow) and limits
+// (budget, min_free, half the DRAM headroom) as plan(), without visiting every
+// unit of every target. When DRAM is short of its headroom plus what waits, the
+// `spare` units (a step's plan's spare, as they are now) that are still cold or
+// cooling are demoted first, coldest first, as plan()'s room pass would: an
+// exchange of colder pages for hotter ones between steps.
+Plan plan_promotions(const Snapshot& snap, std::span<const PromotionCandidate> candidates,
+                     std::span<const PromotionCandidate> spare = {});
 
 }  // namespace kvtier::policy

@@ -102,6 +102,13 @@ class GroupRules {
   }
   // dram_limit or keep_free set: warm units may be demoted too.
   [[nodiscard]] bool watermark() const { return watermark_; }
+  // A warm unit last accessed at `last_access` that is idle for half the cold
+  // age or more: the room pass may demote it to make room for what waits on a
+  // slow node (an exchange of a page idle for seconds for one just accessed),
+  // never for the headroom alone.
+  [[nodiscard]] bool exchangeable(std::uint32_t last_access) const {
+    return cold_on_ && now_tick_ - std::min(now_tick_, last_access) >= (cold_ticks_ + 1) / 2;
+  }
   // The tick until which a mis-demoted unit stays: cold_age << strikes after the
   // demotion that went wrong.
   [[nodiscard]] std::uint32_t protected_until(const HeatUnit& u) const {

@@ -427,11 +427,44 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
     }
   }
   if (cands.empty()) return {};
-  const Plan p = policy::plan_promotions(snap, cands);
+  const std::vector<policy::PromotionCandidate> spare = spare_units(snap, cands, now);
+  const Plan p = policy::plan_promotions(snap, cands, spare);
   rec(now, [&] { return RecPlan{.plan = p}; });
   dispatch(p.moves, now, telemetry);
   if (recording_) recording_->flush();
   return {};
+}
+
+// The last step's spare as it is now, coldest first, as far as an exchange for
+// the candidates could reach (twice their bytes, plus every DRAM node's
+// headroom); spare units that moved since are dropped from it.
+std::vector<policy::PromotionCandidate> Controller::spare_units(
+    const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now) {
+  std::uint64_t reach = 0;
+  for (const auto& c : cands) reach += 2 * c.unit.range.bytes();
+  const auto& limits = state_.config.config.limits;
+  for (const auto& n : state_.topology.nodes) {
+    if (n.has_cpus()) {
+      reach += limits.min_free + static_cast<std::uint64_t>(limits.dram_headroom *
+                                                            static_cast<double>(n.mem_total_bytes));
+    }
+  }
+  std::map<Pid, std::size_t> index;
+  for (std::size_t i = 0; i < snap.targets.size(); ++i) index[snap.targets[i].pid] = i;
+  std::vector<policy::PromotionCandidate> out;
+  std::uint64_t bytes = 0;
+  std::erase_if(state_.spare, [&](const policy::SpareUnit& su) {
+    if (bytes >= reach) return false;
+    auto it = index.find(su.pid);
+    if (it == index.end()) return true;
+    const Target* t = state_.targets.find(su.pid);
+    auto u = t->heat->at(su.addr, now);
+    if (!u || u->node != su.node) return true;
+    bytes += u->range.bytes();
+    out.push_back({.target = it->second, .unit = *u});
+    return false;
+  });
+  return out;
 }
 
 // What the planner sees now: the topology of the last read, every target's
@@ -475,7 +508,7 @@ bool Controller::slow_for(const policy::NodeFacts& facts, std::size_t group, int
 void Controller::plan(TimeNs now, Telemetry& telemetry) {
   const policy::Snapshot snap = snapshot(now);
   for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
-  state_.last_plan = policy::plan(snap);
+  state_.last_plan = policy::plan(snap, &state_.spare);
   rec(now, [&] { return RecPlan{.plan = state_.last_plan}; });
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {

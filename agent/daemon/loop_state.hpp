@@ -15,6 +15,7 @@
 #include "agent/host/numa_tiering.hpp"
 #include "policy/cold_age_tuner.hpp"
 #include "policy/config.hpp"
+#include "policy/planner.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 
@@ -57,6 +58,9 @@ struct LoopState {
   std::uint64_t budget_bytes = 0;  // what the token bucket holds after the last step
   std::uint64_t steps = 0;
   Plan last_plan;
+  // What the last step's plan could have demoted and left in DRAM (coldest
+  // first): the promotion ticks exchange it for what waits on a slow node.
+  std::vector<policy::SpareUnit> spare;
   MoveStats moved_total;
   // Whether moves happen (status): the moves of the last minute (time, bytes),
   // the last one's time (0: none yet), and the last node found full (-1: none).

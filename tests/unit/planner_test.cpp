@@ -237,6 +237,107 @@ TEST(Planner, BudgetIsNeverExceededAndColdestGoFirst) {
   EXPECT_TRUE(f.run(0).moves.empty());
 }
 
+// The step's plan leaves what it could have demoted in DRAM as its spare, coldest
+// first: here the units between cold_age and the effective cold age (cooling),
+// which only the room pass takes. Nothing it moved and nothing warm is in it.
+TEST(Planner, TheSpareIsWhatThePlanLeftColdestFirst) {
+  Fixture f;
+  f.groups[0].policy.cold_age = 30 * kSec;
+  auto& t = f.table();
+  for (std::uint64_t i = 0; i < 5; ++i) t.track(pages(i, 1), 0, kNow - (100 + i) * kSec);
+  for (std::uint64_t i = 10; i < 20; ++i) t.track(pages(i, 1), 0, kNow - (30 + i) * kSec);
+  t.track(pages(20, 5), 0, kNow - 5 * kSec);  // warm: idle 5 s < cold_age
+  std::vector<SpareUnit> spare{{.pid = 7}};   // replaced, not appended to
+  f.snap.topology = &f.topo;
+  f.snap.groups = f.groups;
+  f.snap.now = kNow;
+  f.snap.budget_bytes = 64 * kGiB;
+  f.snap.cold_age = {60 * kSec};  // the effective cold age, raised by mis-demotions
+  const Plan p = plan(f.snap, &spare);
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 5));  // idle 100 s and more: cold
+  ASSERT_EQ(spare.size(), 10U);
+  for (std::size_t i = 0; i < spare.size(); ++i) {
+    EXPECT_EQ(spare[i].pid, 100);
+    EXPECT_EQ(spare[i].node, 0);
+    EXPECT_EQ(spare[i].addr, pages(19 - i, 1).start);  // coldest first
+  }
+}
+
+// Between steps DRAM is full: a page accessed on the slow node comes back only
+// in exchange for the spare's coldest, and a spare unit touched since the step
+// (warm again) is not taken.
+TEST(Planner, APromotionTickExchangesTheSpareForWhatWaits) {
+  Fixture f;
+  f.topo = dram_and_cxl(16ULL << 20);  // DRAM free = min_free: no room for a page
+  f.groups[0].policy.cold_age = 30 * kSec;
+  auto& t = f.table();
+  for (std::uint64_t i = 0; i < 10; ++i) t.track(pages(i, 1), 0, kNow - (100 + i) * kSec);
+  t.track(pages(100, 2), 1, kNow - 500 * kSec);
+  t.mark_moved(pages(100, 2), 1, kNow - 60 * kSec, true);
+  for (std::uint64_t i = 100; i < 102; ++i) {
+    t.add(AccessSample{.addr = pages(i, 1).start, .time = kNow - kSec});
+  }
+  t.add(AccessSample{.addr = pages(9, 1).start, .time = kNow - kSec});  // the coldest, touched
+  f.snap.topology = &f.topo;
+  f.snap.groups = f.groups;
+  f.snap.now = kNow;
+  f.snap.budget_bytes = 64 * kGiB;
+  f.snap.limits.dram_headroom = 0;
+  std::vector<PromotionCandidate> hot;
+  for (std::uint64_t i = 100; i < 102; ++i) hot.push_back({.unit = *t.at(pages(i, 1).start, kNow)});
+  std::vector<PromotionCandidate> spare;
+  for (std::uint64_t i = 10; i-- > 0;) spare.push_back({.unit = *t.at(pages(i, 1).start, kNow)});
+  // Without a spare: nothing fits, nothing moves.
+  EXPECT_EQ(plan_promotions(f.snap, hot).moves.size(), 0U);
+  const Plan p = plan_promotions(f.snap, hot, spare);
+  EXPECT_EQ(p.promote_bytes, 2 * kPageSize);
+  EXPECT_EQ(p.demote_bytes, 2 * kPageSize);
+  EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), 2 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 2U);
+  EXPECT_EQ(p.moves[0].range, pages(7, 2));  // the coldest not touched since: 8, then 7
+  EXPECT_EQ(p.moves[0].to_node, 1);
+  EXPECT_EQ(p.moves[1].range, pages(100, 2));
+  EXPECT_EQ(p.moves[1].to_node, 0);
+}
+
+// DRAM full, nothing idle for cold_age: pages idle for half the cold age or more
+// make room for what waits on the slow node (an exchange), coldest first; pages
+// idle for less stay, and without anything waiting no warm page moves.
+TEST(Planner, WarmPagesIdleForHalfTheColdAgeMakeRoomForWhatWaits) {
+  Fixture f;
+  f.topo = dram_and_cxl(16ULL << 20);  // DRAM free = min_free
+  f.groups[0].policy.cold_age = 30 * kSec;
+  f.snap.limits.dram_headroom = 0;
+  auto& t = f.table();
+  for (std::uint64_t i = 0; i < 4; ++i) t.track(pages(i, 1), 0, kNow - (20 - i) * kSec);
+  t.track(pages(4, 2), 0, kNow - 5 * kSec);  // idle 5 s < 15 s: not exchangeable
+  EXPECT_TRUE(f.run().moves.empty()) << "nothing waits: warm pages stay";
+  t.track(pages(100, 2), 1, kNow - 500 * kSec);
+  t.mark_moved(pages(100, 2), 1, kNow - 60 * kSec, true);
+  for (std::uint64_t i = 100; i < 102; ++i) {
+    t.add(AccessSample{.addr = pages(i, 1).start, .time = kNow - kSec});
+  }
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 2U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 2));  // idle 20 s and 19 s: the coldest two
+  EXPECT_EQ(p.moves[0].reason, MoveReason::kHeadroom);
+  EXPECT_THAT(p.moves[0].why, HasSubstr("waiting for promotion"));
+  EXPECT_THAT(p.moves[0].why, HasSubstr("half the cold_age"));
+  EXPECT_EQ(p.moves[1].range, pages(100, 2));
+  EXPECT_EQ(p.moves[1].reason, MoveReason::kHotPromotion);
+  // Four waiting pages: the other two exchangeable ones go too, the young two never.
+  t.track(pages(102, 2), 1, kNow - 500 * kSec);
+  t.mark_moved(pages(102, 2), 1, kNow - 60 * kSec, true);
+  for (std::uint64_t i = 102; i < 104; ++i) {
+    t.add(AccessSample{.addr = pages(i, 1).start, .time = kNow - kSec});
+  }
+  const Plan q = f.run();
+  EXPECT_EQ(q.demote_bytes, 4 * kPageSize);
+  EXPECT_EQ(q.moves.at(0).range, pages(0, 4));
+  EXPECT_EQ(q.promote_bytes, 4 * kPageSize);
+}
+
 TEST(Planner, FillLimitAndMinFreeHold) {
   Fixture f;
   // CXL: 16 GiB, 1 GiB + 10 pages free; cxl_fill_max 100%, min_free 1 GiB: 10 pages fit.
