@@ -802,6 +802,74 @@ TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
   EXPECT_EQ(run->steps.back().placed.slow, 2 * kMiB);
 }
 
+// What kvsim would have written for the hot_warm_and_back script, in 64 KiB blocks and 1 s
+// windows from t0 to t0 + 41 s: the hot MiB read in every window, the warm MiB at t0 + 5 s and
+// (unlike the source's samples, which see it again at t0 + 25 s) at t0 + 20 s.
+std::vector<RecAccesses> hand_truth() {
+  constexpr std::uint64_t kBlock = 64 * 1024;
+  std::vector<RecAccesses> out;
+  for (TimeNs t = kT0; t <= kT0 + 40 * kSec; t += kSec) {
+    RecAccesses w{.pid = kServer, .begin = t, .end = t + kSec, .base = kPool, .block_bytes = kBlock,
+                  .bytes_read = std::vector<std::uint64_t>(4 * kMiB / kBlock, 0)};
+    for (std::size_t b = 0; b < kMiB / kBlock; ++b) {
+      w.bytes_read[b] = kBlock;
+      if (t == kT0 + 5 * kSec || t == kT0 + 20 * kSec) w.bytes_read[b + kMiB / kBlock] = kBlock;
+    }
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+TEST(Replay, GroundTruthScoresTheRecordedRunAndEachConfig) {
+  Loop loop(hot_warm_and_back);
+  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
+  record_run(loop, file);
+  ASSERT_FALSE(HasFatalFailure());
+  auto rec = read_recording(file);
+  ASSERT_TRUE(rec) << rec.error().message;
+  const policy::CompiledConfig config = compile(kConfig);
+  const TruthInput truth{.windows = hand_truth(),
+                         .cold_age = truth_cold_age(*rec, hand_truth(), config)};
+  EXPECT_EQ(truth.cold_age, 10 * kSec) << "the cold_age of the server's group";
+
+  auto run = replay(*rec, config, truth);
+  ASSERT_TRUE(run) << run.error().message;
+  ASSERT_TRUE(run->has_truth);
+  const TruthScore& r = run->rec_truth;
+  // The cold 2 MiB (never read) went to node 1 at t0 + 10 s, the warm MiB at t0 + 15 s, read
+  // again at t0 + 20 s: 1 MiB of the 3 MiB demoted was mis-demoted. The hot MiB stayed in DRAM;
+  // of the 43 MiB read, the warm MiB read at t0 + 20 s came from node 1.
+  EXPECT_EQ(r.demoted_bytes, 3 * kMiB);
+  EXPECT_EQ(r.misdemoted_bytes, kMiB);
+  EXPECT_EQ(r.unjudged_demoted_bytes, 0U);
+  EXPECT_EQ(r.read_bytes, 43.0 * kMiB);
+  EXPECT_EQ(r.dram_share(), 42.0 / 43.0);
+  // Judged at every step from t0 + 10 s (one cold age into the truth) to t0 + 40 s.
+  EXPECT_EQ(r.judged_steps, 31U);
+  // At the last step the warm MiB is back in DRAM (promoted at t0 + 25 s): what is on node 1
+  // is cold (precision 1), a third of what is cold is not there (the warm MiB).
+  const ReplayStep& last = run->steps[run->steps.size() - 2];
+  ASSERT_EQ(last.kind, StepKind::kStep);
+  EXPECT_EQ(last.rec_truth.slow_pages, 512U);
+  EXPECT_EQ(last.rec_truth.cold_pages, 768U);
+  EXPECT_EQ(last.rec_truth.slow_cold_pages, 512U);
+  // The recorded config makes the recorded plans: the same scores.
+  EXPECT_EQ(run->truth.dram_read_bytes, r.dram_read_bytes);
+  EXPECT_EQ(run->truth.misdemoted_bytes, r.misdemoted_bytes);
+  EXPECT_EQ(run->truth.slow_cold_pages, r.slow_cold_pages);
+
+  // cold_age = 20s keeps the warm MiB in DRAM: every read from DRAM, no mis-demotion; the
+  // yardstick (truly cold: 10 s) is the same for both.
+  std::string text(kConfig);
+  text.replace(text.find("cold_age = \"10s\""), 16, "cold_age = \"20s\"");
+  auto longer = replay(*rec, compile(text), truth);
+  ASSERT_TRUE(longer) << longer.error().message;
+  EXPECT_EQ(longer->truth.demoted_bytes, 2 * kMiB);
+  EXPECT_EQ(longer->truth.misdemoted_bytes, 0U);
+  EXPECT_EQ(longer->truth.dram_share(), 1.0);
+  EXPECT_EQ(longer->rec_truth.misdemoted_bytes, kMiB) << "the recorded column does not change";
+}
+
 // A real recording: the first 23 s of the benchmark's kvtier mode in the guest
 // (kvsim, 256 MiB pool, faults + DAMON, the shipped config; docs/recording.md),
 // cut after a step's moves. It replays here, without root or a guest, to the
