@@ -401,6 +401,7 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
   run.truth_cold_age = truth_in.cold_age;
   std::map<Pid, RecTarget> targets;
   std::set<Pid> live;
+  TimeNs prev_now = start.now;
   for (auto it = std::next(first); it != recs.end();) {
     if (!std::holds_alternative<RecStep>(*it)) {
       ++it;
@@ -411,10 +412,14 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
       return std::holds_alternative<RecStep>(r) || std::holds_alternative<RecStart>(r);
     });
     ReplayStep out{.now = step.now, .kind = step.kind};
-    // The reads since the last step met the placement the last step left.
-    score_windows(truth, host, step.now, out);
+    // The reads since the last step met the placement the last step left, and what the
+    // kernel moved meanwhile: this step's residency answers say what, not when; it is taken
+    // as done half-way.
+    score_windows(truth, host, prev_now + (step.now - prev_now) / 2, out);
     const StepInputs in = take_inputs(std::next(it), end, host, sources, targets, live);
     if (in.tree_changed) tree.write(targets, live);
+    score_windows(truth, host, step.now, out);
+    prev_now = step.now;
 
     tally_samples(host, sources, out);
     const std::uint64_t demoted0 = demoted_total(controller.state());
