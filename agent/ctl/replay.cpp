@@ -520,7 +520,13 @@ int run_replay(const Options& o) {
     if (!cc) return kExitFailed;
     truth.cold_age = truth_cold_age(*rec, truth.windows, *cc);
   }
-  if (!o.sweep.empty()) return run_sweep(o, *rec, truth);
+  if (!o.sweep.empty()) {
+    if (!o.png.empty()) {
+      fmt::print(stderr, "kvtierctl replay: --png draws one replay, not a --sweep\n");
+      return kExitUsage;
+    }
+    return run_sweep(o, *rec, truth);
+  }
   std::vector<std::pair<std::string, std::string>> configs{{"new", o.config}};
   if (!o.against.empty()) configs.emplace_back("against", o.against);
   std::vector<ReplayRun> runs;
@@ -594,7 +600,9 @@ void add_replay_command(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "replay",
       "Replay a recording (kvtierctl record) through the planner with another config: "
-      "bytes moved and residency, side by side with the recording (no root, no daemon)");
+      "bytes moved and residency (and, with a workload's ground truth, its DRAM share of reads, "
+      "precision, recall and mis-demotions), side by side with the recording (no root, no "
+      "daemon)");
   cmd->add_option("FILE", o->file, "The recording")->required()->check(CLI::ExistingFile);
   cmd->add_option("--config", o->config, "The configuration to try")
       ->required()
@@ -603,8 +611,8 @@ void add_replay_command(CLI::App& app, Globals& g) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--sweep", o->sweep,
                   "KEY=V1,V2,...: replay --config with KEY set to each value and print the "
-                  "frontier of offload against sampled accesses on DRAM (e.g. "
-                  "group.policy.cold_age=5s,10s,30s)");
+                  "frontier of offload against the DRAM share of reads (with --truth) or sampled "
+                  "accesses on DRAM (e.g. group.policy.cold_age=5s,10s,30s)");
   cmd->add_option("--truth", o->truth,
                   "kvsim's ground truth (kvsim --truth-record FILE), merged with the recording "
                   "by time: adds the DRAM share of reads, precision and recall of what is on "
