@@ -116,12 +116,12 @@ json truth_json(const TruthScore& t) {
 
 json column_json(const Column& c) {
   json j = json{{"demoted_bytes", c.demoted},
-              {"promoted_bytes", c.promoted},
-              {"dram_bytes_at_end", c.end.dram},
-              {"slow_bytes_at_end", c.end.slow},
-              {"mean_slow_share", c.offload},
-              {"sampled_dram_share", share(c.sampled_dram, c.sampled_dram + c.sampled_slow)},
-              {"exactness", c.exactness}};
+                {"promoted_bytes", c.promoted},
+                {"dram_bytes_at_end", c.end.dram},
+                {"slow_bytes_at_end", c.end.slow},
+                {"mean_slow_share", c.offload},
+                {"sampled_dram_share", share(c.sampled_dram, c.sampled_dram + c.sampled_slow)},
+                {"exactness", c.exactness}};
   if (c.has_truth) j["truth"] = truth_json(c.truth);
   return j;
 }
@@ -217,15 +217,12 @@ void print_totals(const std::vector<Column>& cols) {
     return fmt::format("{:.1f}%", 100 * share(c.sampled_dram, c.sampled_dram + c.sampled_slow));
   });
   if (!cols.empty() && cols[0].has_truth) {
-    row("DRAM share of reads (truth)", [](const Column& c) {
-      return c.truth.read_bytes > 0 ? pct(c.truth.dram_share()) : "-";
-    });
-    row("on CXL and cold: precision", [](const Column& c) {
-      return c.truth.judged_steps > 0 ? pct(c.truth.precision()) : "-";
-    });
-    row("cold and on CXL: recall", [](const Column& c) {
-      return c.truth.judged_steps > 0 ? pct(c.truth.recall()) : "-";
-    });
+    row("DRAM share of reads (truth)",
+        [](const Column& c) { return c.truth.read_bytes > 0 ? pct(c.truth.dram_share()) : "-"; });
+    row("on CXL and cold: precision",
+        [](const Column& c) { return c.truth.judged_steps > 0 ? pct(c.truth.precision()) : "-"; });
+    row("cold and on CXL: recall",
+        [](const Column& c) { return c.truth.judged_steps > 0 ? pct(c.truth.recall()) : "-"; });
     row("mis-demoted (read within age)", [](const Column& c) {
       return fmt::format("{} {}", policy::format_size(c.truth.misdemoted_bytes),
                          fmt::format("({})", pct(c.truth.misdemoted_share())));
@@ -245,7 +242,8 @@ void print_truth_note(const ReplayRun& run, std::size_t windows) {
       "placement the recording located (it estimates kvsim's own read_nodes measurement, see\n"
       "docs/recording.md for the measured error); a replay's are the recorded reads with its\n"
       "placement (how the workload would have reacted to it is unknown).\n",
-      windows, policy::format_size(static_cast<std::uint64_t>(t.read_bytes + t.unplaced_read_bytes)),
+      windows,
+      policy::format_size(static_cast<std::uint64_t>(t.read_bytes + t.unplaced_read_bytes)),
       policy::format_size(static_cast<std::uint64_t>(t.unplaced_read_bytes)),
       policy::format_duration(run.truth_cold_age), t.judged_steps,
       policy::format_size(t.unjudged_demoted_bytes));
@@ -404,8 +402,8 @@ int run_sweep(const Options& o, const Recording& rec, const TruthInput& truth) {
   json out = json::array();
   if (!o.json_out) {
     fmt::print("{:<24} {:>12} {:>12} {:>16} {:>22} {:>9}\n", key, "demoted", "promoted",
-               "on CXL (mean)",
-               has_truth ? "DRAM share of reads" : "sampled on DRAM (est.)", "frontier");
+               "on CXL (mean)", has_truth ? "DRAM share of reads" : "sampled on DRAM (est.)",
+               "frontier");
   }
   for (const auto& p : points) {
     const bool dominated = std::ranges::any_of(points, [&](const Point& q) {

@@ -121,8 +121,7 @@ void TruthIndex::score_placement(const PageNodes& placement, TimeNs now, const I
   out.judged_steps += judged ? 1 : 0;
 }
 
-const TruthIndex::Pool* TruthIndex::pool_of(Pid pid, std::uint64_t addr,
-                                            std::size_t& block) const {
+const TruthIndex::Pool* TruthIndex::pool_of(Pid pid, std::uint64_t addr, std::size_t& block) const {
   auto it = pools_.find(pid);
   if (it == pools_.end()) return nullptr;
   const Pool& p = it->second;

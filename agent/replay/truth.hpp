@@ -70,15 +70,15 @@ class PageNodes {
 
 // A placement's score against the truth; sums over steps add up.
 struct TruthScore {
-  double read_bytes = 0;           // read from pages the placement located
-  double dram_read_bytes = 0;      // of those, from pages on DRAM nodes
-  double unplaced_read_bytes = 0;  // read from pages it did not locate (not in the share)
-  std::uint64_t judged_steps = 0;  // steps where precision and recall were judged
-  std::uint64_t slow_pages = 0;    // at those steps: pages on the slow tier,
-  std::uint64_t cold_pages = 0;    //   pages truly cold,
-  std::uint64_t slow_cold_pages = 0;  // and both
-  std::uint64_t demoted_bytes = 0;    // demotions judged
-  std::uint64_t misdemoted_bytes = 0;  // of those, read again within cold_age
+  double read_bytes = 0;                     // read from pages the placement located
+  double dram_read_bytes = 0;                // of those, from pages on DRAM nodes
+  double unplaced_read_bytes = 0;            // read from pages it did not locate (not in the share)
+  std::uint64_t judged_steps = 0;            // steps where precision and recall were judged
+  std::uint64_t slow_pages = 0;              // at those steps: pages on the slow tier,
+  std::uint64_t cold_pages = 0;              //   pages truly cold,
+  std::uint64_t slow_cold_pages = 0;         // and both
+  std::uint64_t demoted_bytes = 0;           // demotions judged
+  std::uint64_t misdemoted_bytes = 0;        // of those, read again within cold_age
   std::uint64_t unjudged_demoted_bytes = 0;  // the truth ends before their cold_age
 
   void add(const TruthScore& o);

@@ -29,13 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "agent/daemon/recording.hpp"
 #include "bench/kvsim/ground_truth.hpp"
 #include "bench/kvsim/kv_pool.hpp"
 #include "bench/kvsim/live_truth.hpp"
 #include "bench/kvsim/model_shape.hpp"
 #include "bench/kvsim/simulator.hpp"
 #include "bench/kvsim/trace.hpp"
-#include "agent/daemon/recording.hpp"
 #include "policy/error.hpp"
 
 namespace {
@@ -205,8 +205,7 @@ class TruthRecorder {
  public:
   TruthRecorder(const std::string& path, kb::Simulator& sim, kvtier::Pid pid,
                 kvtier::AddrRange pool, std::uint64_t chunk_bytes, TimeNs window, TimeNs now)
-      : sim_(sim), pid_(pid), pool_(pool), chunk_bytes_(chunk_bytes), window_(window),
-        begin_(now) {
+      : sim_(sim), pid_(pid), pool_(pool), chunk_bytes_(chunk_bytes), window_(window), begin_(now) {
     // No size or time limit of its own: the run's --duration bounds it.
     auto w = kvtier::agent::RecordingWriter::create(
         std::filesystem::absolute(path),

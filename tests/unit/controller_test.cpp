@@ -809,7 +809,11 @@ std::vector<RecAccesses> hand_truth() {
   constexpr std::uint64_t kBlock = 64 * 1024;
   std::vector<RecAccesses> out;
   for (TimeNs t = kT0; t <= kT0 + 40 * kSec; t += kSec) {
-    RecAccesses w{.pid = kServer, .begin = t, .end = t + kSec, .base = kPool, .block_bytes = kBlock,
+    RecAccesses w{.pid = kServer,
+                  .begin = t,
+                  .end = t + kSec,
+                  .base = kPool,
+                  .block_bytes = kBlock,
                   .bytes_read = std::vector<std::uint64_t>(4 * kMiB / kBlock, 0)};
     for (std::size_t b = 0; b < kMiB / kBlock; ++b) {
       w.bytes_read[b] = kBlock;
@@ -909,8 +913,7 @@ TEST(Replay, TheGuestsGroundTruthMatchesWhatKvsimMeasured) {
   std::ifstream in(dir / "guest-truth.toml");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const policy::CompiledConfig config = compile(text);
-  const TruthInput truth{.windows = windows,
-                         .cold_age = truth_cold_age(*rec, windows, config)};
+  const TruthInput truth{.windows = windows, .cold_age = truth_cold_age(*rec, windows, config)};
   EXPECT_EQ(truth.cold_age, 10 * kSec);
   auto run = replay(*rec, config, truth);
   ASSERT_TRUE(run) << run.error().message;
@@ -924,8 +927,8 @@ TEST(Replay, TheGuestsGroundTruthMatchesWhatKvsimMeasured) {
   // The truth merged into the recording's own records replays to the same scores.
   Recording merged = *rec;
   merged.records.insert(merged.records.end(), kvsim->records.begin(), kvsim->records.end());
-  auto again = replay(merged, config, TruthInput{.windows = truth_windows(merged),
-                                                 .cold_age = truth.cold_age});
+  auto again = replay(merged, config,
+                      TruthInput{.windows = truth_windows(merged), .cold_age = truth.cold_age});
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(again->rec_truth.dram_read_bytes, r.dram_read_bytes);
   EXPECT_EQ(again->truth.misdemoted_bytes, run->truth.misdemoted_bytes);

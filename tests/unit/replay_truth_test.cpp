@@ -37,8 +37,12 @@ std::vector<std::uint8_t> file_of(const Record& r) {
 }
 
 TEST(Truth, AccessesAreWrittenSparseWhenThatIsSmallerAndReadBackTheSame) {
-  RecAccesses few{.pid = kPid, .begin = 5 * kSec, .end = 6 * kSec, .base = kBase,
-                  .block_bytes = kBlock, .bytes_read = std::vector<std::uint64_t>(1000, 0)};
+  RecAccesses few{.pid = kPid,
+                  .begin = 5 * kSec,
+                  .end = 6 * kSec,
+                  .base = kBase,
+                  .block_bytes = kBlock,
+                  .bytes_read = std::vector<std::uint64_t>(1000, 0)};
   few.bytes_read[3] = 4096;
   few.bytes_read[999] = 1;
   EXPECT_EQ(type_of(few), RecordType::kAccessesSparse);
