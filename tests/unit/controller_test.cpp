@@ -14,6 +14,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -776,13 +777,23 @@ TEST(Replay, TheRecordedConfigReplaysToTheRecordedPlansByteForByte) {
   EXPECT_EQ(again->plan_bytes, run->plan_bytes);
 }
 
-TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
-  Loop loop(hot_warm_and_back);
+// A run of hot_warm_and_back recorded by record_run(), read back (nothing on a failure).
+std::optional<Recording> recorded_run(Loop& loop) {
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
   record_run(loop, file);
-  ASSERT_FALSE(HasFatalFailure());
+  if (::testing::Test::HasFatalFailure()) return std::nullopt;
   auto rec = read_recording(file);
-  ASSERT_TRUE(rec) << rec.error().message;
+  if (!rec) {
+    ADD_FAILURE() << rec.error().message;
+    return std::nullopt;
+  }
+  return std::move(*rec);
+}
+
+TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
+  Loop loop(hot_warm_and_back);
+  auto rec = recorded_run(loop);
+  ASSERT_TRUE(rec);
   std::string text(kConfig);
   text.replace(text.find("cold_age = \"10s\""), 16, "cold_age = \"20s\"");
   auto run = replay(*rec, compile(text));
@@ -826,11 +837,8 @@ std::vector<RecAccesses> hand_truth() {
 
 TEST(Replay, GroundTruthScoresTheRecordedRunAndEachConfig) {
   Loop loop(hot_warm_and_back);
-  const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
-  record_run(loop, file);
-  ASSERT_FALSE(HasFatalFailure());
-  auto rec = read_recording(file);
-  ASSERT_TRUE(rec) << rec.error().message;
+  auto rec = recorded_run(loop);
+  ASSERT_TRUE(rec);
   const policy::CompiledConfig config = compile(kConfig);
   const TruthInput truth{.windows = hand_truth(),
                          .cold_age = truth_cold_age(*rec, hand_truth(), config)};
