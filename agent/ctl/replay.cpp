@@ -27,6 +27,7 @@
 #include "agent/ctl/command.hpp"
 #include "agent/daemon/recording.hpp"
 #include "agent/replay/replay.hpp"
+#include "agent/replay/truth.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/topology.hpp"
@@ -442,6 +443,7 @@ int run_sweep(const Options& o, const Recording& rec, const TruthInput& truth) {
 // The plotting script: $KVTIER_REPLAY_PLOT, else the installed one (PREFIX/share/kvtier,
 // beside this kvtierctl's PREFIX/bin), else the source tree's (a kvtierctl run from its build).
 std::string plot_script() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): kvtierctl runs one thread
   if (const char* env = std::getenv("KVTIER_REPLAY_PLOT"); env != nullptr && *env != '\0') {
     return env;
   }
@@ -474,6 +476,7 @@ int draw_png(const json& j, const std::string& png) {
     const std::string script = plot_script();
     std::vector<std::string> args{"python3", script, tmpl, png};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
@@ -498,6 +501,48 @@ int draw_png(const json& j, const std::string& png) {
   return rc;
 }
 
+// The truth of --truth and of the recording itself, with the cold_age of --config's group
+// as the yardstick; nothing (said on stderr) when a file cannot be read.
+std::optional<TruthInput> load_truth(const Options& o, const Recording& rec) {
+  TruthFiles files = read_truth(o, rec);
+  if (!files.ok) return std::nullopt;
+  TruthInput truth{.windows = std::move(files.windows)};
+  if (!truth.windows.empty()) {
+    auto text = slurp(o.config);
+    if (!text) return std::nullopt;
+    auto cc = compile(*text, o.config, first_topology(rec));
+    if (!cc) return std::nullopt;
+    truth.cold_age = truth_cold_age(rec, truth.windows, *cc);
+  }
+  return truth;
+}
+
+// What --json prints (and --png draws).
+json replay_json(const Options& o, const std::vector<ReplayRun>& runs,
+                 const std::vector<Column>& cols,
+                 const std::vector<std::pair<std::string, std::string>>& configs,
+                 const TruthInput& truth) {
+  json j{{"recording", o.file},
+         {"steps", runs[0].steps.size()},
+         {"recorded", column_json(cols[0])},
+         {"recorded_steps", steps_json(runs[0], true)}};
+  if (runs[0].has_truth) {
+    j["truth"] = json{{"files", o.truth},
+                      {"windows", truth.windows.size()},
+                      {"cold_age_ns", truth.cold_age},
+                      {"exactness",
+                       "estimates: the recorded column's DRAM share of reads is kvsim's reads "
+                       "with the placement the recording located; a replay's, the recorded reads "
+                       "with its placement (docs/recording.md)"}};
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    j[configs[i].first] = column_json(cols[i + 1]);
+    j[configs[i].first]["config"] = configs[i].second;
+    j[configs[i].first + "_steps"] = steps_json(runs[i], false);
+  }
+  return j;
+}
+
 int run_replay(const Options& o) {
   // The replayed loop's own log lines (a move of a process that had exited...) are the
   // recording's history, not news: kept off the table and the JSON.
@@ -508,16 +553,9 @@ int run_replay(const Options& o) {
     return kExitFailed;
   }
   if (!rec->note.empty()) fmt::print(stderr, "kvtierctl replay: {}\n", rec->note);
-  TruthFiles files = read_truth(o, *rec);
-  if (!files.ok) return kExitFailed;
-  TruthInput truth{.windows = std::move(files.windows)};
-  if (!truth.windows.empty()) {
-    auto text = slurp(o.config);
-    if (!text) return kExitFailed;
-    auto cc = compile(*text, o.config, first_topology(*rec));
-    if (!cc) return kExitFailed;
-    truth.cold_age = truth_cold_age(*rec, truth.windows, *cc);
-  }
+  auto loaded = load_truth(o, *rec);
+  if (!loaded) return kExitFailed;
+  const TruthInput& truth = *loaded;
   if (!o.sweep.empty()) {
     if (!o.png.empty()) {
       fmt::print(stderr, "kvtierctl replay: --png draws one replay, not a --sweep\n");
@@ -544,24 +582,7 @@ int run_replay(const Options& o) {
   for (std::size_t i = 0; i < runs.size(); ++i) {
     cols.push_back(column_of(runs[i], false, configs[i].first));
   }
-  json j{{"recording", o.file},
-         {"steps", runs[0].steps.size()},
-         {"recorded", column_json(cols[0])},
-         {"recorded_steps", steps_json(runs[0], true)}};
-  if (runs[0].has_truth) {
-    j["truth"] = json{{"files", o.truth},
-                      {"windows", truth.windows.size()},
-                      {"cold_age_ns", truth.cold_age},
-                      {"exactness",
-                       "estimates: the recorded column's DRAM share of reads is kvsim's reads "
-                       "with the placement the recording located; a replay's, the recorded reads "
-                       "with its placement (docs/recording.md)"}};
-  }
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    j[configs[i].first] = column_json(cols[i + 1]);
-    j[configs[i].first]["config"] = configs[i].second;
-    j[configs[i].first + "_steps"] = steps_json(runs[i], false);
-  }
+  const json j = replay_json(o, runs, cols, configs, truth);
   const int png = o.png.empty() ? kExitOk : draw_png(j, o.png);
   if (o.json_out) {
     std::cout << j.dump(2) << '\n';

@@ -335,6 +335,34 @@ RecBatch get_batch(In& in) {
   return r;
 }
 
+RecAccesses get_accesses(RecordType t, In& in) {
+  RecAccesses r{.pid = in.i32(), .begin = in.u64(), .end = in.u64()};
+  r.base = in.u64();
+  r.block_bytes = in.u64();
+  if (t == RecordType::kAccesses) {
+    r.bytes_read.resize(in.count(8));
+    for (auto& b : r.bytes_read) b = in.u64();
+    return r;
+  }
+  const std::uint32_t blocks = in.u32();
+  if (blocks > kMaxSparseBlocks) {
+    in.fail();
+    return r;
+  }
+  r.bytes_read.resize(blocks);
+  const std::uint32_t n = in.count(12);
+  for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
+    const std::uint32_t b = in.u32();
+    const std::uint64_t v = in.u64();
+    if (b >= blocks) {
+      in.fail();
+      break;
+    }
+    r.bytes_read[b] = v;
+  }
+  return r;
+}
+
 std::optional<Record> get(RecordType t, In& in) {
   switch (t) {
     case RecordType::kStart: {
@@ -406,33 +434,8 @@ std::optional<Record> get(RecordType t, In& in) {
       return r;
     }
     case RecordType::kAccesses:
-    case RecordType::kAccessesSparse: {
-      RecAccesses r{.pid = in.i32(), .begin = in.u64(), .end = in.u64()};
-      r.base = in.u64();
-      r.block_bytes = in.u64();
-      if (t == RecordType::kAccesses) {
-        r.bytes_read.resize(in.count(8));
-        for (auto& b : r.bytes_read) b = in.u64();
-        return r;
-      }
-      const std::uint32_t blocks = in.u32();
-      if (blocks > kMaxSparseBlocks) {
-        in.fail();
-        return r;
-      }
-      r.bytes_read.resize(blocks);
-      const std::uint32_t n = in.count(12);
-      for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
-        const std::uint32_t b = in.u32();
-        const std::uint64_t v = in.u64();
-        if (b >= blocks) {
-          in.fail();
-          break;
-        }
-        r.bytes_read[b] = v;
-      }
-      return r;
-    }
+    case RecordType::kAccessesSparse:
+      return get_accesses(t, in);
   }
   return std::nullopt;
 }

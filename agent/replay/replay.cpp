@@ -334,6 +334,29 @@ void score_windows(TruthIndex& truth, const SimHost& host, TimeNs until, ReplayS
   }
 }
 
+// This step's demotions, and at a step (not a tick) the placement it left, for each placement.
+void score_step(const TruthIndex& truth, const SimHost& host, const RecStep& step,
+                ReplayStep& out) {
+  const IsDram dram = host.is_dram();
+  truth.score_demotions(host.replayed.changes, step.now, dram, out.truth);
+  truth.score_demotions(host.recorded.changes, step.now, dram, out.rec_truth);
+  if (step.kind == StepKind::kStep) {
+    truth.score_placement(host.replayed, step.now, dram, out.truth);
+    truth.score_placement(host.recorded, step.now, dram, out.rec_truth);
+  }
+}
+
+// Reads after the last step met the placement it left: added to the last step.
+void score_tail(TruthIndex& truth, const SimHost& host, ReplayRun& run) {
+  if (run.steps.empty()) return;
+  ReplayStep tail;
+  score_windows(truth, host, ~TimeNs{0}, tail);
+  run.steps.back().truth.add(tail.truth);
+  run.steps.back().rec_truth.add(tail.rec_truth);
+  run.truth.add(tail.truth);
+  run.rec_truth.add(tail.rec_truth);
+}
+
 void add_step(ReplayRun& run, const ReplayStep& out) {
   run.demoted_bytes += out.demoted_bytes;
   run.promoted_bytes += out.promoted_bytes;
@@ -447,15 +470,7 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
       (m.demotion ? out.rec_demoted_bytes : out.rec_promoted_bytes) += m.stats.bytes_moved;
     }
     host.log_changes(false);
-    if (run.has_truth) {
-      const IsDram dram = host.is_dram();
-      truth.score_demotions(host.replayed.changes, step.now, dram, out.truth);
-      truth.score_demotions(host.recorded.changes, step.now, dram, out.rec_truth);
-      if (step.kind == StepKind::kStep) {
-        truth.score_placement(host.replayed, step.now, dram, out.truth);
-        truth.score_placement(host.recorded, step.now, dram, out.rec_truth);
-      }
-    }
+    if (run.has_truth) score_step(truth, host, step, out);
     out.demoted_bytes = demoted_total(controller.state()) - demoted0;
     out.promoted_bytes = promoted_total(controller.state()) - promoted0;
     out.placed = host.tiers(host.replayed);
@@ -463,15 +478,7 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
     add_step(run, out);
     it = end;
   }
-  // Reads after the last step met the placement it left.
-  if (!run.steps.empty()) {
-    ReplayStep tail;
-    score_windows(truth, host, ~TimeNs{0}, tail);
-    run.steps.back().truth.add(tail.truth);
-    run.steps.back().rec_truth.add(tail.rec_truth);
-    run.truth.add(tail.truth);
-    run.rec_truth.add(tail.rec_truth);
-  }
+  score_tail(truth, host, run);
   return run;
 }
 

@@ -1,8 +1,14 @@
 #include "agent/replay/truth.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <variant>
+#include <vector>
+
+#include "agent/daemon/recording.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
