@@ -33,7 +33,7 @@ set_tests_properties(unit.kvtierctl_replay_guest_recording PROPERTIES LABELS uni
 
 # kvtierctl replay with kvsim's ground truth from the guest: the truth figures.
 add_test(NAME unit.kvtierctl_replay_guest_truth
-  COMMAND kvtierctl replay --config ${KVTIER_FIXTURES}/recording/guest-truth.toml
+  COMMAND kvtierctl replay --config ${KVTIER_FIXTURES}/recording/guest-truth.toml --steps
           --truth ${KVTIER_FIXTURES}/recording/guest-truth.kvsim.kvtrec
           ${KVTIER_FIXTURES}/recording/guest-truth.kvtrec)
 set_tests_properties(unit.kvtierctl_replay_guest_truth PROPERTIES LABELS unit

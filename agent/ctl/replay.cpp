@@ -636,6 +636,7 @@ void add_replay_command(CLI::App& app, Globals& g) {
                   "kvsim's ground truth (kvsim --truth-record FILE), merged with the recording "
                   "by time: adds the DRAM share of reads, precision and recall of what is on "
                   "CXL, and mis-demotions (repeat for several files)")
+      ->allow_extra_args(false)  // one file per --truth: FILE after it stays the recording
       ->check(CLI::ExistingFile);
   cmd->add_option("--png", o->png,
                   "Also draw residency over time (and the DRAM share of reads with --truth) into "
