@@ -20,8 +20,8 @@ target_link_libraries(kvsim_core
   PRIVATE nlohmann_json::nlohmann_json kvtier_warnings)
 
 add_executable(kvsim kvsim/main.cpp)
-target_link_libraries(kvsim PRIVATE kvsim_core CLI11::CLI11 nlohmann_json::nlohmann_json
-                      kvtier_warnings)
+target_link_libraries(kvsim PRIVATE kvsim_core agent_recording CLI11::CLI11
+                      nlohmann_json::nlohmann_json kvtier_warnings)
 # Without --trace, kvsim plays the Mooncake trace the repository ships.
 target_compile_definitions(kvsim PRIVATE
   KVTIER_KVSIM_DEFAULT_TRACE="${PROJECT_SOURCE_DIR}/bench/traces/mooncake_synthetic_trace.jsonl")

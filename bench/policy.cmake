@@ -7,3 +7,6 @@ target_link_libraries(plan_bench PRIVATE policy benchmark::benchmark kvtier_warn
 # The recording's CPU cost and replay's speed on a real recording (docs/recording.md).
 add_executable(recording_bench ${CMAKE_CURRENT_SOURCE_DIR}/recording_bench.cpp)
 target_link_libraries(recording_bench PRIVATE agent_replay kvtier_warnings)
+# Cuts a recording for a test fixture (tests/fixtures/recording/README.md).
+add_executable(recording_cut ${CMAKE_CURRENT_SOURCE_DIR}/recording_cut.cpp)
+target_link_libraries(recording_cut PRIVATE agent_recording kvtier_warnings)

@@ -25,6 +25,9 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "init-system-helpers (>= 1.54~), passwd, procps")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd")
+# kvtierctl replay --png draws with matplotlib (/usr/share/kvtier/replay_plot.py); nothing else
+# needs python.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-matplotlib")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${PROJECT_SOURCE_DIR}/packaging/deb/conffiles ${PROJECT_SOURCE_DIR}/packaging/deb/postinst
     ${PROJECT_SOURCE_DIR}/packaging/deb/prerm ${PROJECT_SOURCE_DIR}/packaging/deb/postrm)

@@ -107,7 +107,7 @@ if ((!report_only)); then
   # Mode settings from the environment, passed on to the guest script.
   pass=()
   while IFS='=' read -r name value; do
-    [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|RECORD|COLD_AGE)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
+    [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|RECORD|COLD_AGE|TRUTH_WINDOW)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
       pass+=("$name=$value")
   done < <(env)
   kvsim_args=(--trace "/kvtier/traces/$trace_file" --kv-budget "$budget"

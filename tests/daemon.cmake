@@ -21,7 +21,7 @@ kvtier_vm_test(daemon_demotes daemon_demotes.sh)
 # The control loop, step by step over a fixture /proc + /sys tree, with a
 # scripted source, a scripted page-node query and a recording mover.
 kvtier_gtest(unit_controller unit
-  SOURCES unit/controller_test.cpp
+  SOURCES unit/controller_test.cpp unit/replay_truth_test.cpp
   LIBS agent_controller agent_replay)
 
 # kvtierctl replay end to end on the guest recording: every step makes the recorded plan.
@@ -30,3 +30,18 @@ add_test(NAME unit.kvtierctl_replay_guest_recording
           ${KVTIER_FIXTURES}/recording/bench-guest.kvtrec)
 set_tests_properties(unit.kvtierctl_replay_guest_recording PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "new: exact: all 11 steps made the recorded plan")
+
+# kvtierctl replay with kvsim's ground truth from the guest: the truth figures.
+add_test(NAME unit.kvtierctl_replay_guest_truth
+  COMMAND kvtierctl replay --config ${KVTIER_FIXTURES}/recording/guest-truth.toml --steps
+          --truth ${KVTIER_FIXTURES}/recording/guest-truth.kvsim.kvtrec
+          ${KVTIER_FIXTURES}/recording/guest-truth.kvtrec)
+set_tests_properties(unit.kvtierctl_replay_guest_truth PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "Ground truth: 23 windows of kvsim's reads")
+# --png without a python3 to draw with: one clear line, after the table.
+add_test(NAME unit.kvtierctl_replay_png_without_python
+  COMMAND ${CMAKE_COMMAND} -E env PATH=/nonexistent $<TARGET_FILE:kvtierctl> replay
+          --config ${KVTIER_FIXTURES}/recording/guest-truth.toml
+          --png ${PROJECT_BINARY_DIR}/replay-test.png ${KVTIER_FIXTURES}/recording/guest-truth.kvtrec)
+set_tests_properties(unit.kvtierctl_replay_png_without_python PROPERTIES LABELS unit
+  PASS_REGULAR_EXPRESSION "kvtierctl replay --png: cannot run python3 \\(No such file or directory\\); install python3 and python3-matplotlib")

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,6 +58,7 @@ class In {
  public:
   explicit In(std::span<const std::uint8_t> b) : b_(b) {}
   bool ok() const { return ok_; }
+  void fail() { ok_ = false; }
   bool done() const { return pos_ == b_.size(); }
   std::uint8_t u8() {
     std::uint8_t v = 0;
@@ -251,6 +253,12 @@ void put(Out& o, const RecMove& r) {
   o.ranges(r.ranges);
   put_stats(o, r.stats);
 }
+// The sparse form (type 11) lists the blocks read only: (u32 block, u64 bytes) each.
+bool sparse(const RecAccesses& r) {
+  const auto read = static_cast<std::size_t>(
+      std::ranges::count_if(r.bytes_read, [](std::uint64_t b) { return b > 0; }));
+  return 4 + 12 * read < 8 * r.bytes_read.size();
+}
 void put(Out& o, const RecAccesses& r) {
   o.i32(r.pid);
   o.u64(r.begin);
@@ -258,8 +266,22 @@ void put(Out& o, const RecAccesses& r) {
   o.u64(r.base);
   o.u64(r.block_bytes);
   o.u32(static_cast<std::uint32_t>(r.bytes_read.size()));
-  for (auto b : r.bytes_read) o.u64(b);
+  if (!sparse(r)) {
+    for (auto b : r.bytes_read) o.u64(b);
+    return;
+  }
+  const auto read = static_cast<std::uint32_t>(
+      std::ranges::count_if(r.bytes_read, [](std::uint64_t b) { return b > 0; }));
+  o.u32(read);
+  for (std::size_t i = 0; i < r.bytes_read.size(); ++i) {
+    if (r.bytes_read[i] == 0) continue;
+    o.u32(static_cast<std::uint32_t>(i));
+    o.u64(r.bytes_read[i]);
+  }
 }
+
+// A pool of more blocks than this in a sparse record is refused (it would be allocated whole).
+constexpr std::uint32_t kMaxSparseBlocks = 1U << 26;
 
 RecTopology get_topology(In& in) {
   RecTopology r;
@@ -309,6 +331,34 @@ RecBatch get_batch(In& in) {
     g.age = in.u32();
     g.time = in.u64();
     g.source = static_cast<SourceKind>(in.u8());
+  }
+  return r;
+}
+
+RecAccesses get_accesses(RecordType t, In& in) {
+  RecAccesses r{.pid = in.i32(), .begin = in.u64(), .end = in.u64()};
+  r.base = in.u64();
+  r.block_bytes = in.u64();
+  if (t == RecordType::kAccesses) {
+    r.bytes_read.resize(in.count(8));
+    for (auto& b : r.bytes_read) b = in.u64();
+    return r;
+  }
+  const std::uint32_t blocks = in.u32();
+  if (blocks > kMaxSparseBlocks) {
+    in.fail();
+    return r;
+  }
+  r.bytes_read.resize(blocks);
+  const std::uint32_t n = in.count(12);
+  for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
+    const std::uint32_t b = in.u32();
+    const std::uint64_t v = in.u64();
+    if (b >= blocks) {
+      in.fail();
+      break;
+    }
+    r.bytes_read[b] = v;
   }
   return r;
 }
@@ -383,14 +433,9 @@ std::optional<Record> get(RecordType t, In& in) {
       r.stats = get_stats(in);
       return r;
     }
-    case RecordType::kAccesses: {
-      RecAccesses r{.pid = in.i32(), .begin = in.u64(), .end = in.u64()};
-      r.base = in.u64();
-      r.block_bytes = in.u64();
-      r.bytes_read.resize(in.count(8));
-      for (auto& b : r.bytes_read) b = in.u64();
-      return r;
-    }
+    case RecordType::kAccesses:
+    case RecordType::kAccessesSparse:
+      return get_accesses(t, in);
   }
   return std::nullopt;
 }
@@ -408,6 +453,9 @@ std::uint64_t thread_cpu_ns() {
 }  // namespace
 
 RecordType type_of(const Record& r) {
+  if (const auto* a = std::get_if<RecAccesses>(&r); a != nullptr && sparse(*a)) {
+    return RecordType::kAccessesSparse;
+  }
   return static_cast<RecordType>(r.index() + 1);
 }
 

@@ -35,6 +35,7 @@ enum class RecordType : std::uint8_t {
   kPlan = 8,
   kMove = 9,
   kAccesses = 10,
+  kAccessesSparse = 11,  // a RecAccesses too, written so when that is smaller
 };
 
 // Once, first: the sources the loop runs (their order is the batches' index)
@@ -103,6 +104,8 @@ struct RecMove {
 
 // Ground truth from a workload that knows its own accesses (kvsim): bytes read
 // per block of the pool during [begin, end) of the same clock (CLOCK_MONOTONIC).
+// Written as type 10 (every block) or 11 (the blocks read only), whichever is
+// smaller; both read back as this.
 struct RecAccesses {
   Pid pid = 0;
   TimeNs begin = 0;

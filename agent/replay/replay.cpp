@@ -27,6 +27,7 @@
 #include "agent/host/move_pages_call.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/movers/mover.hpp"
+#include "agent/replay/truth.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -37,37 +38,6 @@ namespace kvtier::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The node of every page the recording located, per process, with bytes per node.
-class PageNodes {
- public:
-  [[nodiscard]] int get(Pid pid, std::uint64_t addr) const {
-    auto p = procs_.find(pid);
-    if (p == procs_.end()) return -1;
-    auto c = p->second.find(addr / kHugePageSize);
-    if (c == p->second.end()) return -1;
-    return c->second[(addr % kHugePageSize) / kPageSize];
-  }
-  void set(Pid pid, std::uint64_t addr, int node) {
-    auto& chunk = chunk_of(pid, addr);
-    std::int16_t& slot = chunk[(addr % kHugePageSize) / kPageSize];
-    if (slot == node) return;
-    if (slot >= 0) bytes_[slot] -= kPageSize;
-    if (node >= 0) bytes_[node] += kPageSize;
-    slot = static_cast<std::int16_t>(node);
-  }
-  [[nodiscard]] const std::map<int, std::int64_t>& bytes() const { return bytes_; }
-
- private:
-  using Chunk = std::array<std::int16_t, kHugePageSize / kPageSize>;
-  Chunk& chunk_of(Pid pid, std::uint64_t addr) {
-    auto [it, fresh] = procs_[pid].try_emplace(addr / kHugePageSize);
-    if (fresh) it->second.fill(-1);
-    return it->second;
-  }
-  std::map<Pid, std::map<std::uint64_t, Chunk>> procs_;
-  std::map<int, std::int64_t> bytes_;
-};
 
 template <class F>
 void for_pages(AddrRange r, F&& f) {
@@ -114,6 +84,15 @@ struct SimHost {
   [[nodiscard]] bool dram(int node) const {
     const auto* n = topology.find(node);
     return n == nullptr || n->has_cpus();
+  }
+  [[nodiscard]] IsDram is_dram() const {
+    return [this](int node) { return dram(node); };
+  }
+  void log_changes(bool on) {
+    for (PageNodes* p : {&recorded, &replayed}) {
+      p->logging = on;
+      if (on) p->changes.clear();
+    }
   }
   void tally(const PageNodes& p, const AccessSample& s, double& on_dram, double& on_slow) const {
     const int node = p.get(s.pid, s.addr);
@@ -346,6 +325,38 @@ void tally_samples(const SimHost& host, const std::vector<ReplaySource*>& source
   }
 }
 
+// The truth's windows up to `until`, read with each placement as it is now.
+void score_windows(TruthIndex& truth, const SimHost& host, TimeNs until, ReplayStep& out) {
+  const IsDram dram = host.is_dram();
+  for (const RecAccesses* w : truth.take_until(until)) {
+    TruthIndex::score_reads(*w, host.replayed, dram, out.truth);
+    TruthIndex::score_reads(*w, host.recorded, dram, out.rec_truth);
+  }
+}
+
+// This step's demotions, and at a step (not a tick) the placement it left, for each placement.
+void score_step(const TruthIndex& truth, const SimHost& host, const RecStep& step,
+                ReplayStep& out) {
+  const IsDram dram = host.is_dram();
+  truth.score_demotions(host.replayed.changes, step.now, dram, out.truth);
+  truth.score_demotions(host.recorded.changes, step.now, dram, out.rec_truth);
+  if (step.kind == StepKind::kStep) {
+    truth.score_placement(host.replayed, step.now, dram, out.truth);
+    truth.score_placement(host.recorded, step.now, dram, out.rec_truth);
+  }
+}
+
+// Reads after the last step met the placement it left: added to the last step.
+void score_tail(TruthIndex& truth, const SimHost& host, ReplayRun& run) {
+  if (run.steps.empty()) return;
+  ReplayStep tail;
+  score_windows(truth, host, ~TimeNs{0}, tail);
+  run.steps.back().truth.add(tail.truth);
+  run.steps.back().rec_truth.add(tail.rec_truth);
+  run.truth.add(tail.truth);
+  run.rec_truth.add(tail.rec_truth);
+}
+
 void add_step(ReplayRun& run, const ReplayStep& out) {
   run.demoted_bytes += out.demoted_bytes;
   run.promoted_bytes += out.promoted_bytes;
@@ -356,6 +367,8 @@ void add_step(ReplayRun& run, const ReplayStep& out) {
   run.sampled_slow += out.sampled_slow;
   run.rec_sampled_dram += out.rec_sampled_dram;
   run.rec_sampled_slow += out.rec_sampled_slow;
+  run.truth.add(out.truth);
+  run.rec_truth.add(out.rec_truth);
   run.steps.push_back(out);
 }
 
@@ -388,7 +401,8 @@ ControllerDeps replay_deps(SimHost& host, const ProcTree& tree, const RecStart& 
   return deps;
 }
 
-Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfig& config) {
+Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfig& config,
+                         const TruthInput& truth_in) {
   const auto& recs = recording.records;
   auto first = std::ranges::find_if(
       recs, [](const Record& r) { return std::holds_alternative<RecStart>(r); });
@@ -405,8 +419,12 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
   Telemetry telemetry;
 
   ReplayRun run{.note = recording.note};
+  TruthIndex truth(truth_in.windows, truth_in.cold_age);
+  run.has_truth = !truth.empty();
+  run.truth_cold_age = truth_in.cold_age;
   std::map<Pid, RecTarget> targets;
   std::set<Pid> live;
+  TimeNs prev_now = start.now;
   for (auto it = std::next(first); it != recs.end();) {
     if (!std::holds_alternative<RecStep>(*it)) {
       ++it;
@@ -416,15 +434,22 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
     auto end = std::find_if(std::next(it), recs.end(), [](const Record& r) {
       return std::holds_alternative<RecStep>(r) || std::holds_alternative<RecStart>(r);
     });
+    ReplayStep out{.now = step.now, .kind = step.kind};
+    // The reads since the last step met the placement the last step left, and what the
+    // kernel moved meanwhile: this step's residency answers say what, not when; it is taken
+    // as done half-way.
+    score_windows(truth, host, prev_now + (step.now - prev_now) / 2, out);
     const StepInputs in = take_inputs(std::next(it), end, host, sources, targets, live);
     if (in.tree_changed) tree.write(targets, live);
+    score_windows(truth, host, step.now, out);
+    prev_now = step.now;
 
-    ReplayStep out{.now = step.now, .kind = step.kind};
     tally_samples(host, sources, out);
     const std::uint64_t demoted0 = demoted_total(controller.state());
     const std::uint64_t promoted0 = promoted_total(controller.state());
     const StepContext ctx{.now = step.now, .paused = step.paused};
     const std::size_t moves0 = host.expected.size();
+    host.log_changes(true);
     if (step.kind == StepKind::kStep) {
       if (auto ok = controller.step(ctx, telemetry); !ok) {
         return fail(fmt::format("replaying the step at {} ns: {}", step.now, ok.error().message));
@@ -444,6 +469,8 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
       host.recorded_move(m);
       (m.demotion ? out.rec_demoted_bytes : out.rec_promoted_bytes) += m.stats.bytes_moved;
     }
+    host.log_changes(false);
+    if (run.has_truth) score_step(truth, host, step, out);
     out.demoted_bytes = demoted_total(controller.state()) - demoted0;
     out.promoted_bytes = promoted_total(controller.state()) - promoted0;
     out.placed = host.tiers(host.replayed);
@@ -451,7 +478,23 @@ Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfi
     add_step(run, out);
     it = end;
   }
+  score_tail(truth, host, run);
   return run;
+}
+
+TimeNs truth_cold_age(const Recording& recording, const std::vector<RecAccesses>& windows,
+                      const policy::CompiledConfig& config) {
+  constexpr TimeNs kDefault = 10'000'000'000;
+  for (const auto& w : windows) {
+    for (const auto& r : recording.records) {
+      const auto* t = std::get_if<RecTarget>(&r);
+      if (t == nullptr || t->info.pid != w.pid) continue;
+      const auto g = config.group_of(t->info);
+      if (!g) continue;
+      return config.config.groups[*g].policy.cold_age.value_or(kDefault);
+    }
+  }
+  return kDefault;
 }
 
 }  // namespace kvtier::agent

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/daemon/recording.hpp"
+#include "agent/replay/truth.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 
@@ -49,6 +50,10 @@ struct ReplayStep {
   double rec_sampled_dram = 0;
   double rec_sampled_slow = 0;
   bool plan_as_recorded = true;  // the plan and every move equal the recording's
+  // Against the ground truth (truth.hpp), when there is one: the reads since the
+  // previous step, precision and recall at this step, this step's demotions.
+  TruthScore truth;
+  TruthScore rec_truth;
 };
 
 struct ReplayRun {
@@ -65,8 +70,25 @@ struct ReplayRun {
   // Every plan the replay made, encoded (recording.hpp), in order: equal bytes, equal plans.
   std::vector<std::uint8_t> plan_bytes;
   std::string note;  // what the recording lacked (a cut-short record)
+  bool has_truth = false;
+  TimeNs truth_cold_age = 0;
+  TruthScore truth;
+  TruthScore rec_truth;
 };
 
-Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfig& config);
+// Ground truth to score against: kvsim's accesses records, and the age that
+// makes a page "truly cold" (the same for every run compared).
+struct TruthInput {
+  std::vector<RecAccesses> windows;
+  TimeNs cold_age = 0;
+};
+
+Result<ReplayRun> replay(const Recording& recording, const policy::CompiledConfig& config,
+                         const TruthInput& truth = {});
+
+// The cold_age of the group `config` puts the truth's process in (the recorded
+// target with its pid); 10 s when no group selects it or the group has none.
+TimeNs truth_cold_age(const Recording& recording, const std::vector<RecAccesses>& windows,
+                      const policy::CompiledConfig& config);
 
 }  // namespace kvtier::agent

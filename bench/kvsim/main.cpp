@@ -18,15 +18,18 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "agent/daemon/recording.hpp"
 #include "bench/kvsim/ground_truth.hpp"
 #include "bench/kvsim/kv_pool.hpp"
 #include "bench/kvsim/live_truth.hpp"
@@ -110,6 +113,8 @@ struct Options {
   std::optional<double> step_ms;
   std::string truth;
   std::string live_truth;
+  std::string truth_record;
+  double truth_window_s = 1.0;
   std::string stats;
   double stats_interval_s = 1.0;
   std::vector<double> cold_ages{10, 30};
@@ -192,6 +197,56 @@ void report_corruptions(kb::Simulator& sim) {
     Output::event(corruption_json(c, "corruption"));
   }
 }
+
+// --truth-record: the bytes decode read from each chunk of the pool, one window after another,
+// as KVTREC accesses records (docs/recording.md), with kvtier's own encoder. kvtierd records
+// its steps in another file; kvtierctl replay --truth merges the two by time.
+class TruthRecorder {
+ public:
+  TruthRecorder(const std::string& path, kb::Simulator& sim, kvtier::Pid pid,
+                kvtier::AddrRange pool, std::uint64_t chunk_bytes, TimeNs window, TimeNs now)
+      : sim_(sim), pid_(pid), pool_(pool), chunk_bytes_(chunk_bytes), window_(window), begin_(now) {
+    // No size or time limit of its own: the run's --duration bounds it.
+    auto w = kvtier::agent::RecordingWriter::create(
+        std::filesystem::absolute(path),
+        kvtier::agent::RecordingLimits{.max_bytes = UINT64_MAX, .max_duration = UINT64_MAX / 2},
+        now);
+    writer_ = need(std::move(w));
+    sim_.count_chunk_reads();
+  }
+  // Writes the window that ended by `now`, if one did (or whatever is counted, when `last`).
+  void tick(TimeNs now, bool last = false) {
+    if (writer_ == nullptr || (!last && now < begin_ + window_)) return;
+    const kvtier::agent::RecAccesses rec{.pid = pid_,
+                                         .begin = begin_,
+                                         .end = now,
+                                         .base = pool_.start,
+                                         .block_bytes = chunk_bytes_,
+                                         .bytes_read = sim_.take_chunk_reads()};
+    begin_ = now;
+    if (!writer_->write(rec, now)) {
+      std::cerr << fmt::format("kvsim: --truth-record {}: stopped: {}\n", writer_->path().string(),
+                               writer_->stopped_because());
+      writer_.reset();
+      return;
+    }
+    writer_->flush();
+  }
+
+ private:
+  static std::unique_ptr<kvtier::agent::RecordingWriter> need(
+      kvtier::Result<std::unique_ptr<kvtier::agent::RecordingWriter>> r) {
+    if (!r) throw std::runtime_error("--truth-record " + r.error().message);
+    return std::move(*r);
+  }
+  kb::Simulator& sim_;
+  kvtier::Pid pid_;
+  kvtier::AddrRange pool_;
+  std::uint64_t chunk_bytes_;
+  TimeNs window_;
+  TimeNs begin_;
+  std::unique_ptr<kvtier::agent::RecordingWriter> writer_;
+};
 
 int run(const Options& o) {
   // The model, then the scaling that makes it fit.
@@ -304,6 +359,11 @@ int run(const Options& o) {
                                   .read_nodes_every = o.read_nodes_every},
                     std::move(trace), pool, start);
   if (live) sim.mirror_truth(live->last_access());
+  std::optional<TruthRecorder> truth_rec;
+  if (!o.truth_record.empty()) {
+    truth_rec.emplace(o.truth_record, sim, pid, range, layout.chunk_bytes,
+                      static_cast<TimeNs>(o.truth_window_s * 1e9), start);
+  }
   // The node queries are measurement, not decode work: their time is kept out of busy time.
   TimeNs query_ns = 0;
   if (o.read_nodes_every > 0) {
@@ -422,6 +482,7 @@ int run(const Options& o) {
       stats_line(now);
       next_stats = std::max(next_stats + interval, now);
     }
+    if (truth_rec) truth_rec->tick(now);
     if (stepped) {
       const TimeNs took = mono_now() - step_began;
       if (took < min_step) sleep_ns(min_step - took);
@@ -440,6 +501,7 @@ int run(const Options& o) {
   // A last line for the part since the previous one, unless it is too short to give rates.
   if (stop - last_stats >= interval / 4) stats_line(stop);
   write_truth(stop);
+  if (truth_rec) truth_rec->tick(stop, true);
   sim.verify_all();
   report_corruptions(sim);
   const kb::SimCounters& c = sim.counters();
@@ -536,6 +598,13 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--live-truth", o.live_truth,
                  "Keep every block's last access time in FILE, a shared mapping another process "
                  "(the benchmark's oracle) reads while kvsim runs (bench/kvsim/live_truth.hpp)");
+  app.add_option("--truth-record", o.truth_record,
+                 "Write the bytes decode reads from each chunk (a block in one tensor) of the "
+                 "pool, per window, to FILE as a kvtier recording (accesses records; a new "
+                 "file): ground truth for kvtierctl replay --truth (docs/recording.md)");
+  app.add_option("--truth-window", o.truth_window_s, "Seconds per --truth-record window")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--stats", o.stats, "Write stats lines here instead of stdout");
   app.add_option("--stats-interval", o.stats_interval_s, "Seconds between stats lines")
       ->capture_default_str()

@@ -269,7 +269,12 @@ void Simulator::decode_step(TimeNs now) {
       const std::uint64_t slot = meta_[s.tail].tokens - 1;
       write_pattern(pool_.chunk(s.tail, t), key(s.tail, t), slot * tb, (slot + 1) * tb);
       counters_.written_bytes += tb;
-      for (BlockId b : s.blocks) read_chunk(b, t, step, "decode");
+      for (BlockId b : s.blocks) {
+        read_chunk(b, t, step, "decode");
+        if (!chunk_reads_.empty()) {
+          chunk_reads_[std::size_t{t} * layout_.blocks + b] += filled_bytes(b);
+        }
+      }
     }
   }
   for (Sequence& s : running_) {

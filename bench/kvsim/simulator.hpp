@@ -102,6 +102,18 @@ class Simulator {
   void set_page_node_query(PageNodeQuery query) { page_nodes_ = std::move(query); }
   // Publishes every block's last access time in `times` as it changes (live_truth.hpp).
   void mirror_truth(std::span<std::uint64_t> times) { truth_.mirror_to(times); }
+  // From now on, counts the bytes decode reads from each chunk (the bytes read_nodes counts),
+  // for kvsim's --truth-record: one count per chunk in pool order (tensor-major: chunk i is
+  // tensor i / blocks, block i % blocks, at pool start + i x chunk_bytes).
+  void count_chunk_reads() {
+    chunk_reads_.assign(std::size_t{layout_.tensors()} * layout_.blocks, 0);
+  }
+  // The counts since the last call (or count_chunk_reads()), which start again from zero.
+  std::vector<std::uint64_t> take_chunk_reads() {
+    std::vector<std::uint64_t> out(chunk_reads_.size(), 0);
+    out.swap(chunk_reads_);
+    return out;
+  }
 
   [[nodiscard]] const SimCounters& counters() const { return counters_; }
   [[nodiscard]] const GroundTruth& truth() const { return truth_; }
@@ -187,6 +199,7 @@ class Simulator {
   std::vector<void*> query_pages_;  // reused between sampled steps
   std::vector<std::uint64_t> query_bytes_;
   std::vector<int> query_nodes_;
+  std::vector<std::uint64_t> chunk_reads_;  // empty unless count_chunk_reads()
 };
 
 }  // namespace kvtier::bench

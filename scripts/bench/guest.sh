@@ -31,7 +31,8 @@ duration=${2:?usage: guest.sh MODE DURATION [KVSIM ARGS...]}
 shift 2
 
 MAP_EVERY=${MAP_EVERY:-30}            # page map + ground truth every N probe samples (1 s each)
-KVTIER_RECORD=${KVTIER_RECORD:-0}      # 1: kvtierd records its steps (docs/recording.md); the file is emitted
+KVTIER_RECORD=${KVTIER_RECORD:-0}      # 1: kvtierd records its steps and kvsim its ground truth (docs/recording.md); both files are emitted
+KVTIER_TRUTH_WINDOW=${KVTIER_TRUTH_WINDOW:-1}  # seconds per window of kvsim's ground truth (KVTIER_RECORD=1)
 KVTIER_COLD_AGE=${KVTIER_COLD_AGE:-}    # the kvtier mode's group cold_age ("": the shipped one)
 COLD_AGE_S=${COLD_AGE_S:-10}          # what "cold" means, for every agent that takes an age
 # DAMOS: monitoring and the two schemes (see docs/benchmarks.md for the reasoning).
@@ -346,11 +347,13 @@ kvtier_config() {
     -e "s#^min_free = .*#min_free = \"$KVTIER_MIN_FREE\"#" /kvtier/systemd/kvtier.toml
 }
 
-# kvtierd's recording (KVTIER_RECORD=1), for kvtierctl replay: scripts/bench/recording.py
-# writes it back out of the JSON lines.
+# kvtierd's recording and kvsim's ground truth (KVTIER_RECORD=1), for kvtierctl replay --truth:
+# scripts/bench/recording.py writes them back out of the JSON lines.
 emit_recording() {
-  [ -f "$work/kvtier.kvtrec" ] || return 0
-  emit "\"event\":\"recording\",\"bytes\":$(wc -c <"$work/kvtier.kvtrec"),\"base64\":\"$(base64 "$work/kvtier.kvtrec" | tr -d '\n')\""
+  for f in kvtier:recording truth:truth_recording; do
+    [ -f "$work/${f%%:*}.kvtrec" ] || continue
+    emit "\"event\":\"${f#*:}\",\"bytes\":$(wc -c <"$work/${f%%:*}.kvtrec"),\"base64\":\"$(base64 "$work/${f%%:*}.kvtrec" | tr -d '\n')\""
+  done
 }
 
 kvtierd_pid=
@@ -403,7 +406,10 @@ esac
 # ground truth) ends the measurement, then kvsim is stopped and prints its end event.
 # Every mode runs kvsim with --live-truth (one store per touched block), so the workload is the
 # same whether the oracle reads it or not.
-sh -c "echo \$\$ > $cg/cgroup.procs && exec kvsim --duration $((duration + 60)) --truth $work/truth.csv --live-truth $work/live_truth.bin $*" \
+truth_record=
+[ "$mode" = kvtier ] && [ "$KVTIER_RECORD" = 1 ] &&
+  truth_record="--truth-record $work/truth.kvtrec --truth-window $KVTIER_TRUTH_WINDOW"
+sh -c "echo \$\$ > $cg/cgroup.procs && exec kvsim --duration $((duration + 60)) --truth $work/truth.csv --live-truth $work/live_truth.bin $truth_record $*" \
   >"$work/kvsim.out" 2>"$work/kvsim.err" &
 kvsim_pid=$!
 n=0

@@ -27,11 +27,15 @@ for want in libc6 'libstdc\+\+6' libbpf1 libnuma1 libsystemd0 'libspdlog[0-9.]+-
   grep -Eq "(^|, )$want( |,|$)" <<<"$depends" || bad "Depends lacks $want"
 done
 grep -q -- '-dev\b' <<<"$depends" && bad "Depends names a -dev package"
+# replay --png's matplotlib is suggested, never required.
+grep -q python3 <<<"$depends" && bad "Depends names python3 ($depends): matplotlib is only suggested"
+[[ $(field Suggests) == *python3-matplotlib* ]] || bad "Suggests lacks python3-matplotlib: $(field Suggests)"
 
 contents=$(dpkg-deb -c "$deb" | awk '{print $6}')
 for want in ./usr/sbin/kvtierd ./usr/bin/kvtierctl ./usr/lib/systemd/system/kvtierd.service \
   ./usr/lib/sysusers.d/kvtier.conf ./etc/kvtier/kvtier.toml ./usr/share/man/man8/kvtierd.8 \
-  ./usr/share/man/man8/kvtierctl.8 ./usr/share/doc/kvtier/install.md ./usr/share/doc/kvtier/operate.md; do
+  ./usr/share/man/man8/kvtierctl.8 ./usr/share/doc/kvtier/install.md ./usr/share/doc/kvtier/operate.md \
+  ./usr/share/kvtier/replay_plot.py; do
   grep -qx -- "$want" <<<"$contents" || bad "the package lacks $want"
 done
 # Nothing of the build but the two programs: no tests, benchmarks, simulator, nothing in /usr/local.

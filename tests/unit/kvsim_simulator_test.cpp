@@ -5,10 +5,15 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "bench/kvsim/ground_truth.hpp"
 #include "bench/kvsim/kv_pool.hpp"
@@ -237,6 +242,34 @@ TEST_F(KvsimSimulator, ReadBytesAreSplitByTheNodeOfEachPage) {
   EXPECT_EQ(c.read_bytes_unplaced, 512U + 3 * 512);
   EXPECT_EQ(c.node_sampled_read_bytes,
             c.read_bytes_on_node[0] + c.read_bytes_on_node[1] + c.read_bytes_unplaced);
+}
+
+// --truth-record's counts: the bytes decode read from each chunk, in pool order (tensor-major),
+// the same bytes read_nodes counts.
+TEST_F(KvsimSimulator, ChunkReadsAreTheBytesReadNodesCounts) {
+  build(70, {req(0.0, 512, 3, {7})}, 8, 1);
+  Simulator& s = *sim_;
+  s.set_page_node_query(
+      [](std::span<void* const> /*pages*/, std::span<int> nodes) { std::ranges::fill(nodes, 0); });
+  s.count_chunk_reads();
+  const auto sum = [](const std::vector<std::uint64_t>& v) {
+    return std::accumulate(v.begin(), v.end(), std::uint64_t{0});
+  };
+  ASSERT_TRUE(s.advance(kT0));  // 32 full prompt blocks and 1 token of block 32, 2 tensors
+  auto reads = s.take_chunk_reads();
+  ASSERT_EQ(reads.size(), 2U * 70);
+  EXPECT_EQ(sum(reads), s.counters().node_sampled_read_bytes);
+  EXPECT_EQ(reads[0], 8192U);
+  EXPECT_EQ(reads[70], 8192U) << "block 0 in tensor 1";
+  EXPECT_EQ(reads[32], 512U);
+  EXPECT_EQ(reads[70 + 32], 512U);
+  EXPECT_EQ(reads[33], 0U);
+  const std::uint64_t before = s.counters().node_sampled_read_bytes;
+  ASSERT_TRUE(s.advance(kT0 + 1));
+  reads = s.take_chunk_reads();
+  EXPECT_EQ(sum(reads), s.counters().node_sampled_read_bytes - before);
+  EXPECT_EQ(reads[32], 1024U) << "2 tokens now";
+  EXPECT_EQ(sum(s.take_chunk_reads()), 0U) << "taken: counted afresh";
 }
 
 TEST_F(KvsimSimulator, GroundTruthFilesDescribeEveryChunk) {
