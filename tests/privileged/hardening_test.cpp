@@ -167,10 +167,13 @@ TEST(Hardening, BacktrackingSelectorDoesNotStallTheDaemon) {
            "[[group]]\nname = \"bt\"\n[group.select]\ncmdline = [\"(a+)+$\"]\n");
   ASSERT_TRUE(k.alive()) << k.log();
   ASSERT_TRUE(victim.alive());
+  // Five steps of 200 ms within 10 s (the defect took 45 s for one), and the
+  // socket answers; how fast is load, not mechanics, so no wall-clock bound here.
   ASSERT_TRUE(wait_for([&] { return k.steps() >= 5; }, 10s)) << k.log();
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(call(k.sock, "status"));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  auto client = ControlClient::connect(k.sock);
+  ASSERT_TRUE(client) << client.error().message;
+  auto status = client->call("status", json::object(), 10000ms);
+  EXPECT_TRUE(status) << status.error().message;
 }
 
 // Found by the stress test under AddressSanitizer (whose shadow is such a
@@ -204,9 +207,22 @@ TEST(Hardening, HugeReservationDoesNotStallTheLoop) {
            "[daemon]\ninterval = \"200ms\"\n[telemetry]\nsocket_group = \"root\"\n"
            "[[group]]\nname = \"huge\"\n[group.select]\ncomm = [\"^kvtier-huge$\"]\n");
   EXPECT_TRUE(wait_for([&] { return k.steps() >= 10; }, 10s)) << k.log();
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(call(k.sock, "status"));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  // The loop steps and answers because the reservation is not tracked (the
+  // defect queried its billions of pages at every step): the target's tracked
+  // bytes stay far below it. (How fast the reply comes is load, not mechanics:
+  // a 1 s bound failed once under ASan beside another test, at 1.75 s.)
+  auto client = ControlClient::connect(k.sock);
+  ASSERT_TRUE(client) << client.error().message;
+  auto targets = client->call("targets", json::object(), 10000ms);
+  ASSERT_TRUE(targets) << targets.error().message;
+  bool found = false;
+  for (const auto& t : *targets) {
+    if (t.value("pid", 0) != child) continue;
+    found = true;
+    const auto tracked = t.at("tracked_bytes").get<std::uint64_t>();
+    EXPECT_LT(tracked, std::uint64_t{1} << 40) << t.dump();
+  }
+  EXPECT_TRUE(found) << targets->dump();
   // At least the 8 TiB (more under ASan: the child inherits its shadow too).
   EXPECT_THAT(k.log(), HasSubstr("TiB of anonymous mappings not tracked: more than the host's"));
   kill(child, SIGKILL);
