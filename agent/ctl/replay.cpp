@@ -459,7 +459,12 @@ std::string plot_script() {
 // --png: the replay's JSON drawn by replay_plot.py (python3-matplotlib). A missing python3 or
 // matplotlib is one line on stderr and a failed exit, after the table.
 int draw_png(const json& j, const std::string& png) {
-  char tmpl[] = "/tmp/kvtier-replay-plot-XXXXXX";
+  // In $TMPDIR (else /tmp), where the user may write.
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  std::string path = (dir / "kvtier-replay-plot-XXXXXX").string();
+  char* tmpl = path.data();
   const int fd = mkstemp(tmpl);
   if (fd < 0) {
     fmt::print(stderr, "kvtierctl replay --png: cannot create a temporary file: {}\n",
