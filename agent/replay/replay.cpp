@@ -222,7 +222,10 @@ class ReplayHugePages final : public HugePageProbe {
 class ProcTree {
  public:
   ProcTree() {
-    std::string tmpl = (fs::temp_directory_path() / "kvtier-replay-XXXXXX").string();
+    std::error_code ec;  // $TMPDIR unusable: /tmp, as mkdtemp(3) users expect
+    fs::path dir = fs::temp_directory_path(ec);
+    if (ec) dir = "/tmp";
+    std::string tmpl = (dir / "kvtier-replay-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       error = fmt::format("{}: cannot create: {}", tmpl, errno_text(errno));
       return;
