@@ -118,7 +118,9 @@ bool sources_changed(const Config& running, const Config& next) {
   return a.use != b.use || a.force != b.force || a.sample_period != b.sample_period ||
          a.max_samples_per_sec != b.max_samples_per_sec || da.sample != db.sample ||
          da.aggr != db.aggr || a.damon_min_regions != b.damon_min_regions ||
-         a.damon_max_regions != b.damon_max_regions || a.idle_scan_interval != b.idle_scan_interval;
+         a.damon_max_regions != b.damon_max_regions ||
+         a.idle_scan_interval != b.idle_scan_interval ||
+         a.dirty_scan_interval != b.dirty_scan_interval;
 }
 
 std::string_view source_name(SourceKind s) {
@@ -133,6 +135,8 @@ std::string_view source_name(SourceKind s) {
       return "damon";
     case SourceKind::kIdlePage:
       return "idle";
+    case SourceKind::kSoftDirty:
+      return "dirty";
   }
   return "?";
 }
@@ -170,11 +174,10 @@ namespace {
 template <class T>
 using Choices = std::vector<std::pair<std::string_view, T>>;
 
-const Choices<SourceKind> kSources{{"pmu", SourceKind::kPmu},
-                                   {"faults", SourceKind::kFault},
-                                   {"damon", SourceKind::kDamon},
-                                   {"idle", SourceKind::kIdlePage},
-                                   {"pmu-soft", SourceKind::kPmuSoft}};
+const Choices<SourceKind> kSources{
+    {"pmu", SourceKind::kPmu},         {"faults", SourceKind::kFault},
+    {"damon", SourceKind::kDamon},     {"idle", SourceKind::kIdlePage},
+    {"dirty", SourceKind::kSoftDirty}, {"pmu-soft", SourceKind::kPmuSoft}};
 const Choices<MoverKind> kMovers{{"move_pages", MoverKind::kMovePages},
                                  {"dry-run", MoverKind::kDryRun}};
 const Choices<LogLevel> kLevels{{"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug},
@@ -679,6 +682,7 @@ void read_sources(Parser& p, Section s, SourcesConfig& c) {
   s.auto_or_integer("damon_min_regions", c.damon_min_regions, 3, 1'000'000);
   s.auto_or_integer("damon_max_regions", c.damon_max_regions, 3, 1'000'000);
   s.duration("idle_scan_interval", c.idle_scan_interval, 100 * kNsPerMs, kHour);
+  s.duration("dirty_scan_interval", c.dirty_scan_interval, 100 * kNsPerMs, kHour);
   s.finish();
   const toml::node* use_node = s.get("use");
   const bool literally_empty =

@@ -92,7 +92,8 @@ struct SourcesConfig {
   // and promotes; DAMON regions tell what stays in use in DRAM. pmu-soft (the
   // software page-faults event) and idle (page_idle scans) are left out: they
   // see what faults and DAMON see at a higher cost; name them to use them.
-  std::vector<SourceKind> use = {SourceKind::kPmu, SourceKind::kFault, SourceKind::kDamon};
+  std::vector<SourceKind> use = {SourceKind::kPmu, SourceKind::kFault, SourceKind::kDamon,
+                                 SourceKind::kSoftDirty};
   std::optional<SourceKind> force;     // run exactly this source, fail if unavailable
   std::uint64_t sample_period = 1000;  // pmu, pmu-soft: events per sample
   // pmu, pmu-soft: sample budget, all targets together; checked at each
@@ -105,6 +106,8 @@ struct SourcesConfig {
   std::optional<std::uint32_t> damon_min_regions;
   std::optional<std::uint32_t> damon_max_regions;
   TimeNs idle_scan_interval = 10 * kNsPerSec;
+  // dirty: at most one pagemap scan and soft-dirty reset per this much time.
+  TimeNs dirty_scan_interval = kNsPerSec;
 };
 
 struct LimitsConfig {
@@ -284,7 +287,8 @@ std::vector<std::string> keys_needing_restart(const Config& running, const Confi
 bool sources_changed(const Config& running, const Config& next);
 
 std::string_view source_name(SourceKind s);
-// The kind a name stands for ("pmu", "pmu-soft", "faults", "damon", "idle").
+// The kind a name stands for ("pmu", "pmu-soft", "faults", "damon", "idle",
+// "dirty").
 std::optional<SourceKind> source_kind(std::string_view name);
 std::string_view mover_name(MoverKind m);
 std::string_view log_level_name(LogLevel l);

@@ -29,11 +29,12 @@ struct AddrRange {
 // Where a sample or a heat report came from: one value per hotness source the
 // config can name (policy::source_name() gives the name).
 enum class SourceKind : std::uint8_t {
-  kPmu,       // perf_event samples with a data address (PEBS load latency, IBS op)
-  kPmuSoft,   // the same sampler on the software page-faults perf event
-  kFault,     // user page faults, including NUMA hint faults
-  kDamon,     // DAMON region access counts
-  kIdlePage,  // page_idle bitmap scans
+  kPmu,        // perf_event samples with a data address (PEBS load latency, IBS op)
+  kPmuSoft,    // the same sampler on the software page-faults perf event
+  kFault,      // user page faults, including NUMA hint faults
+  kDamon,      // DAMON region access counts
+  kIdlePage,   // page_idle bitmap scans
+  kSoftDirty,  // soft-dirty bits of /proc/PID/pagemap: pages written since the last scan
 };
 
 // One observed access at a page, scaled by the sampling period: a sample taken

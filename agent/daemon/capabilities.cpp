@@ -21,6 +21,8 @@ namespace kvtier::agent {
 
 std::string_view cap_name(Cap cap) {
   switch (cap) {
+    case Cap::kDacOverride:
+      return "CAP_DAC_OVERRIDE";
     case Cap::kDacReadSearch:
       return "CAP_DAC_READ_SEARCH";
     case Cap::kSysPtrace:
@@ -45,6 +47,8 @@ Feature feature_for(SourceKind kind) {
       return Feature::kDamon;
     case SourceKind::kIdlePage:
       return Feature::kIdlePage;
+    case SourceKind::kSoftDirty:
+      return Feature::kSoftDirty;
     case SourceKind::kPmu:
     case SourceKind::kPmuSoft:
     case SourceKind::kFault:
@@ -71,6 +75,9 @@ std::vector<CapNeed> capabilities_for(Feature feature) {
       return {{Cap::kSysAdmin, "read page frame numbers from /proc/PID/pagemap"},
               {Cap::kSysPtrace, "open /proc/PID/pagemap of other users' processes"},
               {Cap::kDacReadSearch, "open /proc/PID/pagemap (mode 0400) owned by another uid"}};
+    case Feature::kSoftDirty:
+      return {{Cap::kSysPtrace, "open /proc/PID/pagemap of other users' processes"},
+              {Cap::kDacOverride, "write /proc/PID/clear_refs (mode 0200) owned by another uid"}};
     case Feature::kBpfStats:
       return {{Cap::kSysAdmin, "BPF_ENABLE_STATS"}};
   }

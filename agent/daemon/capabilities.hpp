@@ -17,6 +17,7 @@ namespace kvtier::agent {
 // Capability numbers from linux/capability.h, named here so callers need no
 // kernel headers.
 enum class Cap : std::uint8_t {
+  kDacOverride = 1,
   kDacReadSearch = 2,
   kSysPtrace = 19,
   kSysAdmin = 21,
@@ -34,6 +35,7 @@ enum class Feature : std::uint8_t {
   kTargetProcfs,  // /proc/PID/maps, exe, cmdline of targets run by others
   kDamon,         // DAMON sysfs monitoring and DAMOS schemes
   kIdlePage,      // page_idle bitmap + /proc/PID/pagemap PFNs
+  kSoftDirty,     // /proc/PID/pagemap soft-dirty bits + /proc/PID/clear_refs
   kBpfStats,      // BPF_ENABLE_STATS run-time accounting of kvtier's programs
 };
 

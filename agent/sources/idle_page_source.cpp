@@ -19,6 +19,7 @@
 #include "agent/host/procfs.hpp"
 #include "agent/host/unique_fd.hpp"
 #include "agent/sources/hotness_source.hpp"
+#include "agent/sources/page_scan.hpp"
 #include "agent/sources/probes.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
@@ -155,17 +156,8 @@ Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::ui
 
 Result<void> IdlePageSource::collect(TimeNs now, SourceBatch& out) {
   if (!started_) return fail("idle: collect() before start()");
-  if (last_scan_ && now < *last_scan_ + opts_.scan_interval) return {};
-  last_scan_ = now;
-  std::uint64_t budget = opts_.max_pages_per_scan;
-  for (const Pid pid : targets_) {
-    // A target that exited between set_targets() and now is skipped, not fatal.
-    if (auto ok = scan(pid, now, out, budget);
-        !ok && ok.error().code != ENOENT && ok.error().code != ESRCH) {
-      return ok;
-    }
-  }
-  return {};
+  return scan_targets(last_scan_, now, opts_.scan_interval, targets_, opts_.max_pages_per_scan,
+                      [&](Pid pid, std::uint64_t& budget) { return scan(pid, now, out, budget); });
 }
 
 void IdlePageSource::stop() {

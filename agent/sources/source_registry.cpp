@@ -53,6 +53,10 @@ void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
       .kind = SourceKind::kIdlePage,
       .summary = "idle page tracking: page_idle bitmap and /proc/PID/pagemap scans",
       .make = [paths, o = opts.idle] { return std::make_unique<IdlePageSource>(paths, o); }});
+  reg.add(SourceFactory{
+      .kind = SourceKind::kSoftDirty,
+      .summary = "pages written since the last scan: soft-dirty bits of /proc/PID/pagemap",
+      .make = [paths, o = opts.dirty] { return std::make_unique<SoftDirtySource>(paths, o); }});
 }
 
 std::vector<SourceReport> probe_sources(const SourceRegistry& reg) {
@@ -76,6 +80,7 @@ SourceOptions source_options(const policy::Config& cfg) {
   so.damon.min_regions = cfg.sources.damon_min_regions;
   so.damon.max_regions = cfg.sources.damon_max_regions;
   so.idle.scan_interval = cfg.sources.idle_scan_interval;
+  so.dirty.scan_interval = cfg.sources.dirty_scan_interval;
   return so;
 }
 

@@ -16,6 +16,7 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
+#include "agent/sources/soft_dirty_source.hpp"
 #include "policy/config.hpp"
 #include "policy/types.hpp"
 
@@ -43,6 +44,7 @@ struct SourceOptions {
   FaultOptions faults;
   DamonOptions damon;
   IdlePageOptions idle;
+  SoftDirtyOptions dirty;
 };
 
 // The config's [sources] keys as the sources take them: every key but `use`
@@ -50,7 +52,8 @@ struct SourceOptions {
 // options: it records every fault (sample_period is pmu's).
 SourceOptions source_options(const policy::Config& cfg);
 
-// pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults), idle.
+// pmu (PEBS/IBS), damon, faults, pmu-soft (software page-faults), idle, dirty
+// (soft-dirty bits).
 void register_builtin_sources(SourceRegistry& reg, const HostPaths& paths,
                               const SourceOptions& opts);
 

@@ -28,7 +28,7 @@ TEST(KvtierctlSources, JsonOnAHostWithoutAnySourceSaysWhyAndFails) {
   auto [out, rc] = run("--root " + t.paths().sys.parent_path().string() + " sources --json");
   EXPECT_EQ(rc, 1);
   const auto j = nlohmann::json::parse(out);
-  ASSERT_EQ(j["sources"].size(), 5U);
+  ASSERT_EQ(j["sources"].size(), 6U);
   EXPECT_TRUE(j["chosen"].empty());
   EXPECT_NE(j["reason"].get<std::string>().find("no hotness source can run here"),
             std::string::npos);

@@ -38,6 +38,7 @@ SourceRegistry registry() {
   add(SourceKind::kDamon, false, "no DAMON vaddr: paddr only");
   add(SourceKind::kFault, true, "ok: faults");
   add(SourceKind::kPmuSoft, true, "ok: page-faults");
+  add(SourceKind::kSoftDirty, false, "no soft-dirty tracking");
   return r;
 }
 
@@ -48,9 +49,11 @@ TEST(SourceRegistry, RunsEveryAvailableOneAndSaysWhyNotTheOthers) {
   ASSERT_EQ(c->sources.size(), 1U);
   EXPECT_EQ(c->sources[0].source->kind(), SourceKind::kFault);
   EXPECT_EQ(c->sources[0].reason, "ok: faults");
-  EXPECT_EQ(c->summary,
-            "faults; not pmu: no PMU event: none; not damon: no DAMON vaddr: paddr only");
-  EXPECT_EQ(c->reports.size(), 3U);
+  EXPECT_EQ(
+      c->summary,
+      "faults; not pmu: no PMU event: none; not damon: no DAMON vaddr: paddr only; not dirty: "
+      "no soft-dirty tracking");
+  EXPECT_EQ(c->reports.size(), 4U);
 }
 
 TEST(SourceRegistry, TheConfigsListInItsOrder) {
@@ -120,10 +123,12 @@ TEST(SourceRegistry, BuiltinsOnAnEmptyTreeSayWhy) {
   SourceRegistry reg;
   agent::register_builtin_sources(reg, t.paths(), agent::SourceOptions{});
   const auto reports = agent::probe_sources(reg);
-  ASSERT_EQ(reports.size(), 5U);
+  ASSERT_EQ(reports.size(), 6U);
   for (const auto& r : reports) {
     EXPECT_FALSE(r.availability.ok) << policy::source_name(r.kind);
-    const char* want = r.kind == SourceKind::kIdlePage ? "CONFIG_IDLE_PAGE_TRACKING" : "no BTF";
+    const char* want = r.kind == SourceKind::kIdlePage    ? "CONFIG_IDLE_PAGE_TRACKING"
+                       : r.kind == SourceKind::kSoftDirty ? "self/clear_refs"
+                                                          : "no BTF";
     EXPECT_NE(r.availability.why.find(want), std::string::npos) << r.availability.why;
   }
 }
@@ -132,8 +137,9 @@ TEST(SourceRegistry, EveryKindIsRegisteredAndNamedByTheConfig) {
   testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
   SourceRegistry reg;
   agent::register_builtin_sources(reg, t.paths(), agent::SourceOptions{});
-  for (const SourceKind kind : {SourceKind::kPmu, SourceKind::kPmuSoft, SourceKind::kFault,
-                                SourceKind::kDamon, SourceKind::kIdlePage}) {
+  for (const SourceKind kind :
+       {SourceKind::kPmu, SourceKind::kPmuSoft, SourceKind::kFault, SourceKind::kDamon,
+        SourceKind::kIdlePage, SourceKind::kSoftDirty}) {
     const auto* f = reg.find(kind);
     ASSERT_NE(f, nullptr) << policy::source_name(kind);
     EXPECT_EQ(f->make()->kind(), kind);
@@ -152,6 +158,7 @@ damon_aggr_interval = "400ms"
 damon_min_regions = 11
 damon_max_regions = 222
 idle_scan_interval = "30s"
+dirty_scan_interval = "2s"
 [[group]]
 name = "g"
 [group.select]
@@ -170,6 +177,7 @@ comm = ["^x$"]
   EXPECT_EQ(o.damon.min_regions, 11U);
   EXPECT_EQ(o.damon.max_regions, 222U);
   EXPECT_EQ(o.idle.scan_interval, 30 * policy::kNsPerSec);
+  EXPECT_EQ(o.dirty.scan_interval, 2 * policy::kNsPerSec);
   // "auto" DAMON intervals follow the shortest cold_age (10 s by default).
   auto plain =
       policy::parse_config("[[group]]\nname = \"g\"\n[group.select]\ncomm = [\"^x$\"]\n", "t.toml");

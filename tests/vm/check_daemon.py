@@ -2,7 +2,8 @@
 """Judges tests/vm/daemon_guest.sh's output (stdin): kvtierd must manage exactly
 kvtier_hotset, account exactly for every byte it put on node 1 (the kernel's
 numa_maps, its own counters and `kvtierctl targets` agree), have moved the cold
-part of the buffer to node 1 and kept the hot 8 MiB on node 0, and stop cleanly
+part of the buffer to node 1 and kept the hot 8 MiB on node 0, have seen the hot pages'
+writes through the soft-dirty source, and stop cleanly
 (exit 0, kdamond off, socket removed)."""
 import json
 import sys
@@ -69,6 +70,14 @@ elif targets[0]["tracked_bytes"] > 4 * (cold_bytes + sum(hot["nodes"].values()))
     # DAMON's regions span the gaps between mappings; only mappings are tracked.
     problems.append(f"kvtierctl targets tracks {targets[0]['tracked_bytes']} bytes, "
                     "far more than the process maps")
+# The soft-dirty source runs by default: the hot loop writes each of the 2048 hot pages many
+# times a second, so every scan after the first (one a second) reports all of them.
+dirty = sum(int(s["value"]) for s in dump["telemetry"].get("kvtier_source_samples_total", {})
+            .get("series", []) if s["labels"].get("source") == "dirty")
+print(f"check_daemon: the dirty source reported {dirty} written pages")
+if dirty < 2048:
+    problems.append(f"the dirty source reported {dirty} written pages, fewer than one scan of "
+                    "the 2048 hot pages (does it run? kvtierd.log names the sources)")
 if need("KVTIERD_EXIT") != "0":
     problems.append(f"kvtierd exited {vals['KVTIERD_EXIT']} on SIGTERM")
 if need("KDAMONDS_ON") != "0":
