@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@
 #include "agent/sources/page_scan.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent {
 
@@ -167,14 +170,32 @@ Result<void> SoftDirtySource::scan(Pid pid, TimeNs now, SourceBatch& out, std::u
 
 Result<void> SoftDirtySource::collect(TimeNs now, SourceBatch& out) {
   if (!started_) return fail("dirty: collect() before start()");
-  return scan_targets(last_scan_, now, opts_.scan_interval, targets_, opts_.max_pages_per_scan,
-                      [&](Pid pid, std::uint64_t& budget) { return scan(pid, now, out, budget); });
+  if (next_scan_ && now < *next_scan_) return {};
+  const TimeNs cpu0 = opts_.cpu_clock();
+  auto ok =
+      scan_targets(last_scan_, now, 0, targets_, opts_.max_pages_per_scan,
+                   [&](Pid pid, std::uint64_t& budget) { return scan(pid, now, out, budget); });
+  const TimeNs cost = opts_.cpu_clock() - cpu0;
+  const auto paced = static_cast<TimeNs>(static_cast<double>(cost) / opts_.max_cpu_share);
+  next_scan_ = now + std::max(opts_.scan_interval, paced);
+  if (paced > opts_.scan_interval) {
+    spdlog::debug("dirty: a scan took {} of CPU: the next one in {}", policy::format_duration(cost),
+                  policy::format_duration(paced));
+  }
+  return ok;
+}
+
+TimeNs thread_cpu_time() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(ts.tv_nsec);
 }
 
 void SoftDirtySource::stop() {
   started_ = false;
   cleared_.clear();
   last_scan_.reset();
+  next_scan_.reset();
 }
 
 }  // namespace kvtier::agent

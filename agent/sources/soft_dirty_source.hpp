@@ -15,6 +15,7 @@
 // it also resets what another soft-dirty user (CRIU) of the same process saw.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -23,11 +24,21 @@
 
 namespace kvtier::agent {
 
+// The CPU time of the calling thread (kernel time included: the page-table
+// walks of pagemap and clear_refs run in it).
+TimeNs thread_cpu_time();
+
 struct SoftDirtyOptions {
   // Stop a scan after this many pages (all targets together).
   std::uint64_t max_pages_per_scan = 1ULL << 24;
   // At most one scan per this much time; 0: one per collect().
   TimeNs scan_interval = 1'000'000'000;
+  // A scan may cost at most this share of a CPU until the next one: a scan
+  // that took 40 ms of CPU puts the next one 2 s later at 2%, whatever
+  // scan_interval says (a process with a large address space costs more).
+  double max_cpu_share = 0.02;
+  // Where the cost is read (tests give their own).
+  std::function<TimeNs()> cpu_clock = thread_cpu_time;
 };
 
 class SoftDirtySource final : public HotnessSource {
@@ -49,6 +60,7 @@ class SoftDirtySource final : public HotnessSource {
   SoftDirtyOptions opts_;
   bool started_ = false;
   std::optional<TimeNs> last_scan_;
+  std::optional<TimeNs> next_scan_;
   std::vector<Pid> targets_;
   // The tracked mappings per target (set_ranges); a target without them is
   // scanned over its movable anonymous mappings.

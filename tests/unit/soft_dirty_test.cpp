@@ -22,6 +22,10 @@ constexpr std::uint64_t kPresent = 1ULL << 63;
 constexpr std::uint64_t kDirty = 1ULL << 55;
 constexpr TimeNs kSec = 1'000'000'000;
 
+TimeNs no_cost() {
+  return 0;
+}
+
 void put_word(const std::filesystem::path& file, std::uint64_t index, std::uint64_t value) {
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
@@ -55,7 +59,8 @@ struct DirtyFixture {
 TEST(SoftDirty, FirstScanOnlyClearsThenReportsWrittenPresentPages) {
   DirtyFixture f;
   put_word(f.pagemap, 0x11, kPresent | kDirty);  // written before kvtier looked
-  agent::SoftDirtySource s(f.t.paths(), agent::SoftDirtyOptions{.scan_interval = 0});
+  agent::SoftDirtySource s(f.t.paths(),
+                           agent::SoftDirtyOptions{.scan_interval = 0, .cpu_clock = no_cost});
   ASSERT_TRUE(s.start());
   const Pid pid = 4242;
   ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
@@ -85,7 +90,8 @@ TEST(SoftDirty, FirstScanOnlyClearsThenReportsWrittenPresentPages) {
 
 TEST(SoftDirty, ScansOnlyTheTrackedRangesWhenTheLoopGivesThem) {
   DirtyFixture f;
-  agent::SoftDirtySource s(f.t.paths(), agent::SoftDirtyOptions{.scan_interval = 0});
+  agent::SoftDirtySource s(f.t.paths(),
+                           agent::SoftDirtyOptions{.scan_interval = 0, .cpu_clock = no_cost});
   ASSERT_TRUE(s.start());
   const Pid pid = 4242;
   ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
@@ -103,7 +109,8 @@ TEST(SoftDirty, ScansOnlyTheTrackedRangesWhenTheLoopGivesThem) {
 TEST(SoftDirty, ScansAreScanIntervalApartAndBudgeted) {
   DirtyFixture f;
   agent::SoftDirtySource s(
-      f.t.paths(), agent::SoftDirtyOptions{.max_pages_per_scan = 3, .scan_interval = 1 * kSec});
+      f.t.paths(), agent::SoftDirtyOptions{
+                       .max_pages_per_scan = 3, .scan_interval = 1 * kSec, .cpu_clock = no_cost});
   ASSERT_TRUE(s.start());
   const Pid pid = 4242;
   ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
@@ -116,6 +123,30 @@ TEST(SoftDirty, ScansAreScanIntervalApartAndBudgeted) {
   EXPECT_EQ(slurp(f.clear_refs), "") << "and no clear";
   ASSERT_TRUE(s.collect(11 * kSec, b));
   EXPECT_EQ(b.samples.size(), 3U) << "at most max_pages_per_scan pages read";
+}
+
+// A scan that cost 100 ms of CPU puts the next one 5 s later at the default 2%.
+TEST(SoftDirty, CostlyScansArePacedToTheirCpuShare) {
+  DirtyFixture f;
+  TimeNs cpu = 0;
+  agent::SoftDirtySource s(
+      f.t.paths(),
+      agent::SoftDirtyOptions{.scan_interval = 1 * kSec, .cpu_clock = [&cpu] {
+                                cpu += 50'000'000;  // 50 ms before, 50 ms after: 50 ms a scan
+                                return cpu;
+                              }});
+  ASSERT_TRUE(s.start());
+  const Pid pid = 4242;
+  ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
+  agent::SourceBatch b;
+  ASSERT_TRUE(s.collect(10 * kSec, b));
+  put_word(f.pagemap, 0x10, kPresent | kDirty);
+  f.t.write("proc/4242/clear_refs", "");
+  ASSERT_TRUE(s.collect(12 * kSec, b));
+  EXPECT_TRUE(b.samples.empty()) << "50 ms at 2%: 2.5 s between scans";
+  EXPECT_EQ(slurp(f.clear_refs), "");
+  ASSERT_TRUE(s.collect(12 * kSec + kSec / 2, b));
+  EXPECT_EQ(b.samples.size(), 1U);
 }
 
 TEST(SoftDirty, ExitedTargetIsSkippedAndAFixtureHasNoSoftDirty) {
@@ -136,7 +167,8 @@ TEST(SoftDirty, ExitedTargetIsSkippedAndAFixtureHasNoSoftDirty) {
 // Where the kernel keeps the bits, a write between two scans of this process
 // is reported, at its page, and a page not written is not.
 TEST(SoftDirty, RealKernelReportsTheWrittenPage) {
-  agent::SoftDirtySource s(agent::HostPaths{}, agent::SoftDirtyOptions{.scan_interval = 0});
+  agent::SoftDirtySource s(agent::HostPaths{},
+                           agent::SoftDirtyOptions{.scan_interval = 0, .cpu_clock = no_cost});
   const auto a = s.probe();
   if (!a.ok) GTEST_SKIP() << "this kernel: " << a.why;
   constexpr std::size_t kPages = 8;
