@@ -378,21 +378,27 @@ class Section {
     });
   }
 
+  // `word` (nullopt) or a size from lo to hi, a multiple of `unit`.
   void optional_size(std::string_view k, std::optional<std::uint64_t>& out, std::uint64_t lo,
-                     std::uint64_t hi) {
+                     std::uint64_t hi, std::string_view word = "off", std::uint64_t unit = 1) {
     const std::string allowed =
-        fmt::format("\"off\" or a size from {} to {}", format_size(lo), format_size(hi));
+        fmt::format("\"{}\" or a size from {} to {}{}", word, format_size(lo), format_size(hi),
+                    unit > 1 ? fmt::format(" in whole {}", format_size(unit)) : "");
     auto parse =
-        [](std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
-      if (t == "off") return std::optional<std::uint64_t>{};
+        [word](std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
+      if (t == word) return std::optional<std::uint64_t>{};
       auto s = parse_size(t);
       if (!s) return std::unexpected(s.error());
       return std::optional<std::uint64_t>{*s};
     };
     parsed<std::optional<std::uint64_t>>(
         k, out, parse, allowed, [&](const std::optional<std::uint64_t>& v) {
-          return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_size(*v))
-                                           : std::string{};
+          if (v && (*v < lo || *v > hi)) return fmt::format("{} is out of range", format_size(*v));
+          if (v && *v % unit != 0) {
+            return fmt::format("{} is not a whole number of {}", format_size(*v),
+                               format_size(unit));
+          }
+          return std::string{};
         });
   }
 
@@ -597,6 +603,7 @@ constexpr TimeNs kMinute = 60 * kNsPerSec;
 constexpr TimeNs kHour = 60 * kMinute;
 constexpr TimeNs kDay = 24 * kHour;
 constexpr std::uint64_t kTiB = 1ULL << 40;
+constexpr std::uint64_t kMiB = 1ULL << 20;
 
 void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
@@ -725,6 +732,7 @@ void read_tiering(Section s, TieringConfig& t) {
                      "first-access", kPromoteOnFirstAccess);
   s.keep_or_duration("scan_period_min", t.scan_period_min, kNsPerMs, 3600 * kNsPerSec);
   s.keep_or_duration("scan_period_max", t.scan_period_max, kNsPerMs, 3600 * kNsPerSec);
+  s.optional_size("scan_size", t.scan_size, kMiB, kTieringMaxScanSize, "keep", kMiB);
   if (t.scan_period_min && t.scan_period_max && *t.scan_period_min > *t.scan_period_max) {
     s.problem(
         s.get("scan_period_min"), "scan_period_min",

@@ -144,7 +144,14 @@ struct TieringConfig {
   // lengthen the period (docs/configuration.md says why it would).
   std::optional<TimeNs> scan_period_min = 100 * kNsPerMs;
   std::optional<TimeNs> scan_period_max = 100 * kNsPerMs;
+  // scan_size_mb: how much a scan unmaps at most. The kernel keeps a task's scans
+  // under 2560 MB per second of its CPU time by flooring the period at
+  // scan_size / 2560 MB of CPU time (100 ms at its default 256 MB), so a smaller
+  // size lets a task that uses little CPU be scanned more often, for the same work.
+  std::optional<std::uint64_t> scan_size = 32ULL << 20;
 };
+// The kernel's MAX_SCAN_WINDOW: a larger scan_size_mb only lengthens the period floor.
+inline constexpr std::uint64_t kTieringMaxScanSize = 2560ULL << 20;
 
 enum class MoverKind : std::uint8_t { kMovePages, kDryRun };
 

@@ -111,6 +111,9 @@ void Controller::apply_tiering() {
   const auto ms = [](std::optional<TimeNs> t) {
     return t ? std::optional<std::uint64_t>(*t / 1'000'000) : std::nullopt;
   };
+  const auto mib = [](std::optional<std::uint64_t> b) {
+    return b ? std::optional<std::uint64_t>(*b >> 20) : std::nullopt;
+  };
   const std::uint64_t bits =
       c.numa_balancing == policy::NumaBalancingMode::kTiering
           ? kNumaBalancingNormal | kNumaBalancingTiering
@@ -119,7 +122,8 @@ void Controller::apply_tiering() {
   auto changed = deps_.tiering->apply(TieringWish{.balancing_bits = bits,
                                                   .hot_threshold_ms = ms(c.promote_threshold),
                                                   .scan_period_min_ms = ms(c.scan_period_min),
-                                                  .scan_period_max_ms = ms(c.scan_period_max)});
+                                                  .scan_period_max_ms = ms(c.scan_period_max),
+                                                  .scan_size_mb = mib(c.scan_size)});
   if (changed) {
     state_.tiering_error.clear();
     for (const auto& line : *changed) spdlog::info("tiering: {}", line);

@@ -226,7 +226,8 @@ json tiering_json(const LoopState& s) {
           {"tiering_mode", s.tiering.tiering()},
           {"hot_threshold_ms", v(s.tiering.hot_threshold_ms)},
           {"scan_period_min_ms", v(s.tiering.scan_period_min_ms)},
-          {"scan_period_max_ms", v(s.tiering.scan_period_max_ms)}};
+          {"scan_period_max_ms", v(s.tiering.scan_period_max_ms)},
+          {"scan_size_mb", v(s.tiering.scan_size_mb)}};
 }
 
 json feedback_json(const LoopState& s) {

@@ -18,8 +18,8 @@ namespace {
 constexpr const char* kBalancing = "numa_balancing";
 constexpr const char* kJournalHeader = "kvtier-tiering-journal 1";
 // The knobs a journal may name (anything else in it is not kvtier's).
-constexpr std::array<const char*, 4> kKnobs = {kBalancing, "hot_threshold_ms", "scan_period_min_ms",
-                                               "scan_period_max_ms"};
+constexpr std::array<const char*, 5> kKnobs = {kBalancing, "hot_threshold_ms", "scan_period_min_ms",
+                                               "scan_period_max_ms", "scan_size_mb"};
 
 std::optional<std::uint64_t> value_of(const Result<std::uint64_t>& r) {
   return r ? std::optional<std::uint64_t>(*r) : std::nullopt;
@@ -38,6 +38,7 @@ TieringKnobValues KernelTiering::read() const {
       .hot_threshold_ms = value_of(read_u64(path_of("hot_threshold_ms"))),
       .scan_period_min_ms = value_of(read_u64(path_of("scan_period_min_ms"))),
       .scan_period_max_ms = value_of(read_u64(path_of("scan_period_max_ms"))),
+      .scan_size_mb = value_of(read_u64(path_of("scan_size_mb"))),
   };
 }
 
@@ -119,6 +120,7 @@ Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {
       {"hot_threshold_ms", &wish.hot_threshold_ms},
       {"scan_period_min_ms", &wish.scan_period_min_ms},
       {"scan_period_max_ms", &wish.scan_period_max_ms},
+      {"scan_size_mb", &wish.scan_size_mb},
   };
   for (const auto& [file, value] : knobs) {
     if (!*value) continue;

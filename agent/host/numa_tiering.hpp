@@ -11,7 +11,10 @@
 //                       how often a task's memory is unmapped, in the task's own CPU time: a
 //                       process that mostly waits (an inference server between batches) is
 //                       scanned rarely, and a page kvtier demoted stays mapped (its accesses
-//                       invisible) until the next scan.
+//                       invisible) until the next scan;
+//   scan_size_mb        how much one scan unmaps at most; the period's floor is this size
+//                       over 2560 MB per second of the task's CPU time, so a smaller size lets
+//                       a task that uses little CPU be scanned more often.
 // kvtierd applies what the config asks at start and puts back what it found when it stops.
 // What it found is also kept in a journal file (in kvtierd's runtime directory), so that a
 // kvtierd killed before it could put the knobs back (SIGKILL, the watchdog's SIGABRT) leaves
@@ -38,6 +41,7 @@ struct TieringKnobValues {
   std::optional<std::uint64_t> hot_threshold_ms;
   std::optional<std::uint64_t> scan_period_min_ms;
   std::optional<std::uint64_t> scan_period_max_ms;
+  std::optional<std::uint64_t> scan_size_mb;
 
   [[nodiscard]] bool tiering() const {
     return numa_balancing && (*numa_balancing & kNumaBalancingTiering) != 0;
@@ -51,6 +55,7 @@ struct TieringWish {
   std::optional<std::uint64_t> hot_threshold_ms;
   std::optional<std::uint64_t> scan_period_min_ms;
   std::optional<std::uint64_t> scan_period_max_ms;
+  std::optional<std::uint64_t> scan_size_mb;
 };
 
 class KernelTiering {

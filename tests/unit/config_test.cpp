@@ -316,6 +316,23 @@ TEST(Config, NumaBalancingModes) {
             "tiering.numa_balancing");
 }
 
+TEST(Config, TieringScanSize) {
+  auto dflt = parse_config(kGroup, "t.toml");
+  ASSERT_TRUE(dflt);
+  EXPECT_EQ(dflt->tiering.scan_size, 32ULL << 20);
+  auto keep = parse_config("[tiering]\nscan_size = \"keep\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(keep);
+  EXPECT_FALSE(keep->tiering.scan_size.has_value());
+  auto set = parse_config("[tiering]\nscan_size = \"64MiB\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->tiering.scan_size, 64ULL << 20);
+  auto odd = only_problem("[tiering]\nscan_size = \"1536KiB\"\n" + kGroup);
+  EXPECT_EQ(odd.key, "tiering.scan_size");
+  EXPECT_THAT(odd.message, HasSubstr("not a whole number of 1MiB"));
+  EXPECT_THAT(only_problem("[tiering]\nscan_size = \"4GiB\"\n" + kGroup).message,
+              HasSubstr("out of range"));
+}
+
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {
   auto p = problems_of(
       "[daemon]\ninterval = 1\n[limits]\nmin_free = \"-\"\nbogus = 1\n[[group]]\nname = \"\"\n");

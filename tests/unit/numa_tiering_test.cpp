@@ -30,6 +30,7 @@ Fixture host(const std::string& mode = "1") {
   t.write(kDebug + "hot_threshold_ms", "1000\n");
   t.write(kDebug + "scan_period_min_ms", "1000\n");
   t.write(kDebug + "scan_period_max_ms", "60000\n");
+  t.write(kDebug + "scan_size_mb", "256\n");
   return t;
 }
 
@@ -58,20 +59,24 @@ TEST(KernelTiering, AddsTheTieringModeSetsTheKnobsAndPutsThemBack) {
   auto changed = k.apply(TieringWish{.balancing_bits = agent::kNumaBalancingTiering,
                                      .hot_threshold_ms = 3600000,
                                      .scan_period_min_ms = 100,
-                                     .scan_period_max_ms = std::nullopt});
+                                     .scan_period_max_ms = std::nullopt,
+                                     .scan_size_mb = 32});
   ASSERT_TRUE(changed) << changed.error().message;
-  EXPECT_EQ(changed->size(), 3U);
+  EXPECT_EQ(changed->size(), 4U);
   EXPECT_THAT((*changed)[0], HasSubstr("numa_balancing: 1 -> 3")) << "normal mode kept";
   EXPECT_EQ(t.read(kBalancing), "3");
   EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "3600000");
   EXPECT_EQ(t.read(kDebug + "scan_period_min_ms"), "100");
   EXPECT_EQ(t.read(kDebug + "scan_period_max_ms"), "60000") << "nullopt: left alone";
+  EXPECT_EQ(t.read(kDebug + "scan_size_mb"), "32");
+  EXPECT_EQ(k.read().scan_size_mb, 32U);
   EXPECT_TRUE(k.read().tiering());
   // A reload that changes a knob again still restores the host's own value.
   ASSERT_TRUE(k.apply(TieringWish{.hot_threshold_ms = 5000}));
   EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "5000");
   const auto restored = k.restore();
-  EXPECT_EQ(restored.size(), 3U);
+  EXPECT_EQ(restored.size(), 4U);
+  EXPECT_EQ(t.read(kDebug + "scan_size_mb"), "256");
   EXPECT_EQ(t.read(kBalancing), "1");
   EXPECT_EQ(t.read(kDebug + "hot_threshold_ms"), "1000");
   EXPECT_EQ(t.read(kDebug + "scan_period_min_ms"), "1000");
