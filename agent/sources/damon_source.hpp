@@ -78,6 +78,11 @@ class DamonSource final : public HotnessSource {
   Result<void> set_ranges(std::span<const TargetRanges> targets) override;
   // Waits for the background commit, if any (tests; stop() has its own way).
   void wait_commits() { committer_.wait_idle(); }
+  // The last commit's failure, until set_ranges() acts on it (empty: none).
+  [[nodiscard]] std::string commit_error() const {
+    const std::scoped_lock lock(commit_error_mu_);
+    return commit_error_;
+  }
   // Commits sent to the kdamond, and range updates that a newer one replaced
   // before they were committed.
   [[nodiscard]] std::uint64_t commits() const { return committer_.ran(); }
@@ -120,7 +125,7 @@ class DamonSource final : public HotnessSource {
   // Bumped by every turn_off(): a commit meant for an earlier kdamond does nothing.
   std::atomic<std::uint64_t> generation_{0};
   // The commit thread's last failure (empty: none); the loop thread takes it.
-  std::mutex commit_error_mu_;
+  mutable std::mutex commit_error_mu_;
   std::string commit_error_;
   // Last: destroyed (joined) first, before anything its jobs use.
   LatestJobThread committer_{"kvtier-damon"};
