@@ -128,6 +128,10 @@ void DamonSource::turn_off() {
   // A commit under way ends when the kdamond stops (the kernel stops waiting
   // for it); the next configure() writes the files that commit wrote.
   committer_.wait_idle();
+  {
+    const std::scoped_lock lock(commit_error_mu_);
+    commit_error_.clear();  // the failure of a commit to this kdamond, which is gone
+  }
   if (!owner_file_.empty()) {
     std::error_code ec;
     std::filesystem::remove(owner_file_, ec);
