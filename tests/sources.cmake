@@ -1,8 +1,7 @@
 kvtier_gtest(unit_sources unit
   SOURCES unit/source_probes_test.cpp unit/damon_sysfs_test.cpp unit/bpf_events_test.cpp
           unit/source_registry_test.cpp unit/idle_page_test.cpp unit/soft_dirty_test.cpp
-          unit/ctl_sources_test.cpp
-          unit/damon_sizing_test.cpp
+          unit/ctl_sources_test.cpp unit/damon_sizing_test.cpp unit/latest_job_thread_test.cpp
   LIBS agent_sources)
 add_dependencies(unit_sources kvtierctl)
 

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -108,10 +111,26 @@ Result<void> DamonSource::start() {
 }
 
 void DamonSource::turn_off() {
+  // A commit meant for this kdamond must not reach the next one.
+  ++generation_;
+  committer_.drop_waiting();
   if (kdamond_ < 0) return;
   auto s = sysfs_.state(kdamond_);
   if (s && *s == "on") {
-    if (auto ok = sysfs_.turn_off(kdamond_); !ok) spdlog::warn("damon: {}", ok.error().message);
+    auto ok = sysfs_.turn_off(kdamond_);
+    if (!ok && ok.error().code == EBUSY) {
+      // The kernel's DAMON lock is held for the commit under way: off once it is applied.
+      committer_.wait_idle();
+      ok = sysfs_.turn_off(kdamond_);
+    }
+    if (!ok) spdlog::warn("damon: {}", ok.error().message);
+  }
+  // A commit under way ends when the kdamond stops (the kernel stops waiting
+  // for it); the next configure() writes the files that commit wrote.
+  committer_.wait_idle();
+  {
+    const std::scoped_lock lock(commit_error_mu_);
+    commit_error_.clear();  // the failure of a commit to this kdamond, which is gone
   }
   if (!owner_file_.empty()) {
     std::error_code ec;
@@ -232,28 +251,54 @@ Result<void> DamonSource::set_ranges(std::span<const TargetRanges> targets) {
     if (std::ranges::binary_search(pids_, t.pid) && !t.ranges.empty()) wanted.push_back(t);
   }
   std::ranges::sort(wanted, {}, &TargetRanges::pid);
-  if (wanted == ranges_) return {};
-  const bool same_targets =
-      kdamond_pid_ > 0 && std::ranges::equal(wanted, targets_, {}, &TargetRanges::pid);
+  std::string failed;
+  {
+    const std::scoped_lock lock(commit_error_mu_);
+    failed = std::exchange(commit_error_, {});
+  }
+  if (!failed.empty()) {
+    spdlog::warn("damon: commit of new ranges failed ({}): restarting the kdamond", failed);
+  }
+  if (wanted == ranges_ && failed.empty()) return {};
+  const bool same_targets = failed.empty() && kdamond_pid_ > 0 &&
+                            std::ranges::equal(wanted, targets_, {}, &TargetRanges::pid);
   ranges_ = std::move(wanted);
   if (!bpf_) return {};
   // The same processes with mappings that grew or shrank (a heap, an arena):
   // commit the new ranges to the running kdamond, which keeps the regions it
   // refined inside them; a restart would forget every region's history.
-  if (same_targets) return commit_ranges();
+  if (same_targets) {
+    commit_ranges();
+    return {};
+  }
   return restart_kdamond();
 }
 
-Result<void> DamonSource::commit_ranges() {
-  for (std::size_t i = 0; i < ranges_.size(); ++i) {
-    if (auto ok = sysfs_.set_regions(kdamond_, i, ranges_[i].ranges); !ok) return ok;
-  }
-  if (auto ok = sysfs_.send(kdamond_, "commit"); !ok) {
-    spdlog::warn("damon: commit of new ranges failed ({}): restarting the kdamond",
-                 ok.error().message);
-    return restart_kdamond();
-  }
-  return {};
+// On the commit thread: "commit" returns once the kdamond applied the ranges
+// (6.12: at its next aggregation). Only this kdamond's generation writes.
+void DamonSource::commit_ranges() {
+  committer_.post([this, kd = kdamond_, gen = generation_.load(), ranges = ranges_] {
+    const auto failed = [&](const std::string& why) {
+      const std::scoped_lock lock(commit_error_mu_);
+      if (gen == generation_) commit_error_ = why;
+    };
+    if (gen != generation_) return;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      if (auto ok = sysfs_.set_regions(kd, i, ranges[i].ranges); !ok) {
+        failed(ok.error().message);
+        return;
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    if (auto ok = sysfs_.send(kd, "commit"); !ok) {
+      failed(ok.error().message);
+      return;
+    }
+    spdlog::debug(
+        "damon: kdamond {} applied the new ranges after {} ms", kd,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+  });
 }
 
 Result<void> DamonSource::collect(TimeNs /*now*/, SourceBatch& out) {

@@ -10,17 +10,27 @@
 // region per sampling interval) costs kdamond a page-table walk, so the region
 // count is bounded by kDamonChecksPerSec at the sampling interval (the
 // intervals follow the cold age: policy::damon_intervals()).
+//
+// Ranges that change under the same processes are committed to the running
+// kdamond from a thread of the source's own (LatestJobThread): the kernel's
+// sysfs "commit" returns only once the kdamond applied it, at its next
+// aggregation on 6.12 (cold_age / 2 with auto intervals, many seconds), and
+// the control loop, the promotion tick and the control socket share one thread.
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "agent/host/damon_sysfs.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/sources/hotness_source.hpp"
+#include "agent/sources/latest_job_thread.hpp"
 
 namespace kvtier::agent {
 
@@ -60,7 +70,23 @@ class DamonSource final : public HotnessSource {
   // Restarts the kdamond with the new targets and their ranges (DAMON's
   // per-region history starts over); no target with a range turns it off.
   Result<void> set_targets(std::span<const Pid> pids) override;
+  // New ranges of the same processes are committed to the running kdamond in
+  // the background (it keeps the regions it refined inside them): this returns
+  // without waiting for the kdamond, and only the newest ranges are committed
+  // when several come while a commit is under way. A commit that failed
+  // restarts the kdamond at the next call.
   Result<void> set_ranges(std::span<const TargetRanges> targets) override;
+  // Waits for the background commit, if any (tests; stop() has its own way).
+  void wait_commits() { committer_.wait_idle(); }
+  // The last commit's failure, until set_ranges() acts on it (empty: none).
+  [[nodiscard]] std::string commit_error() const {
+    const std::scoped_lock lock(commit_error_mu_);
+    return commit_error_;
+  }
+  // Commits sent to the kdamond, and range updates that a newer one replaced
+  // before they were committed.
+  [[nodiscard]] std::uint64_t commits() const { return committer_.ran(); }
+  [[nodiscard]] std::uint64_t commits_replaced() const { return committer_.replaced(); }
   // What the running kdamond was given (for status and tests).
   [[nodiscard]] const DamonSizing& sizing() const { return sizing_; }
   Result<void> collect(TimeNs now, SourceBatch& out) override;
@@ -81,7 +107,7 @@ class DamonSource final : public HotnessSource {
 
  private:
   Result<void> restart_kdamond();
-  Result<void> commit_ranges();
+  void commit_ranges();
   void turn_off();
 
   HostPaths paths_;
@@ -96,6 +122,13 @@ class DamonSource final : public HotnessSource {
   int kdamond_ = -1;
   std::filesystem::path owner_file_;
   Pid kdamond_pid_ = 0;
+  // Bumped by every turn_off(): a commit meant for an earlier kdamond does nothing.
+  std::atomic<std::uint64_t> generation_{0};
+  // The commit thread's last failure (empty: none); the loop thread takes it.
+  mutable std::mutex commit_error_mu_;
+  std::string commit_error_;
+  // Last: destroyed (joined) first, before anything its jobs use.
+  LatestJobThread committer_{"kvtier-damon"};
 };
 
 }  // namespace kvtier::agent

@@ -1,14 +1,19 @@
 // Privileged tests of the BPF hotness sources on the running kernel (root).
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <future>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "agent/sources/damon_source.hpp"
@@ -16,6 +21,7 @@
 #include "agent/sources/migration_counter.hpp"
 #include "agent/sources/pmu_sampler.hpp"
 #include "agent/sources/process_watcher.hpp"
+#include "fixture.hpp"
 #include "privileged/toucher.hpp"
 
 extern char** environ;
@@ -238,6 +244,86 @@ TEST(DamonSource, ProgramLoadsAndAttaches) {
   ASSERT_TRUE(d.collect(now_ns(), b));
   EXPECT_TRUE(b.regions.empty());
   d.stop();
+}
+
+// The kernel's "commit" returns once the kdamond applied the new ranges (at
+// its next aggregation on 6.12: many seconds with a long cold_age), and the
+// control loop calls set_ranges(). Here the kdamond is a fixture tree whose
+// `state` becomes a FIFO nobody reads: a write to it waits like a commit
+// does, until the test reads it. set_ranges() must return all the same, and
+// the updates that come meanwhile end in one commit of the newest ranges.
+TEST(DamonSource, CommitsNewRangesWithoutWaitingForTheKdamond) {
+  REQUIRE_ROOT();
+  using namespace std::chrono_literals;
+  testing::Fixture t({testing::dir("proc"), testing::dir("sys")});
+  t.copy("sources/damon-vaddr");
+  const std::string kd = "sys/kernel/mm/damon/admin/kdamonds/0/";
+  const std::string region = kd + "contexts/0/targets/0/regions/0/";
+  t.write(region + "start", "").write(region + "end", "");
+  const Pid pid = getpid();
+  t.write(kd + "pid", std::to_string(pid));  // the "kdamond" (a key of the reader's map)
+  agent::DamonSource d(t.paths(), agent::DamonOptions{.min_regions = 1, .max_regions = 1});
+  ASSERT_TRUE(d.start());
+  ASSERT_TRUE(d.set_targets(std::vector<Pid>{pid}));
+  const auto upto = [&](std::uint64_t end) {
+    return std::vector<agent::TargetRanges>{
+        {.pid = pid, .ranges = {AddrRange{.start = 1 << 20, .end = end}}}};
+  };
+  auto ok = d.set_ranges(upto(2 << 20));  // starts the kdamond: configure, "on"
+  ASSERT_TRUE(ok) << ok.error().message;
+  ASSERT_EQ(t.read(kd + "state"), "on");
+  ASSERT_EQ(d.kdamond_pid(), pid);
+  ASSERT_EQ(t.read(region + "end"), std::to_string(2 << 20));
+
+  const std::string fifo = t.path(kd + "state").string();
+  t.remove(kd + "state");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Opening the FIFO for reading and writing never waits; once open, the
+  // commits go through (a way out too, should set_ranges() wait).
+  const auto apply = [&] { return open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC); };
+  // Whatever happens below: no commit left waiting, and a plain `state` again
+  // for stop() to read and write.
+  struct PlainStateAtEnd {
+    std::function<void()> run;
+    ~PlainStateAtEnd() { run(); }
+  } plain_state_at_end{[&] {
+    const int fd = apply();
+    d.wait_commits();
+    if (fd >= 0) close(fd);
+    t.remove(kd + "state").write(kd + "state", "on");
+  }};
+  auto first = std::async(std::launch::async, [&] { return d.set_ranges(upto(3 << 20)); });
+  if (first.wait_for(60s) != std::future_status::ready) {
+    const int fd = apply();
+    first.wait();
+    close(fd);
+    FAIL() << "set_ranges() waited for the kdamond to apply the commit";
+  }
+  ASSERT_TRUE(first.get());
+  // The commit thread writes the new range, then waits in the "commit" write.
+  for (int i = 0; i < 60'000 && t.read(region + "end") != std::to_string(3 << 20); ++i) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(t.read(region + "end"), std::to_string(3 << 20));
+  EXPECT_EQ(d.commits(), 0U);
+  // Two updates while it waits: the second replaces the first.
+  ASSERT_TRUE(d.set_ranges(upto(4 << 20)));
+  ASSERT_TRUE(d.set_ranges(upto(5 << 20)));
+  const int fd = apply();
+  ASSERT_GE(fd, 0);
+  d.wait_commits();
+  std::string sent(64, '\0');
+  const ssize_t n = read(fd, sent.data(), sent.size());
+  close(fd);
+  sent.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  EXPECT_EQ(sent, "commitcommit");
+  EXPECT_EQ(d.commits(), 2U);
+  EXPECT_EQ(d.commits_replaced(), 1U);
+  EXPECT_EQ(t.read(region + "end"), std::to_string(5 << 20));
+
+  plain_state_at_end.run();
+  d.stop();
+  EXPECT_EQ(t.read(kd + "state"), "off");
 }
 
 }  // namespace

@@ -33,6 +33,18 @@ def check_damon(hot, run):
     problems = []
     regions = run["regions"]
     stats = run.get("stats", {})
+    # The source started DAMON on the whole ranges, then committed them shrunk and whole again
+    # to the running kdamond from its own thread: two commits, or one when the second replaced
+    # the first, no error; the regions cover the whole buffer (below) only if the kernel applied
+    # the last.
+    commit = run.get("commit") or {}
+    if commit.get("sent", 0) < 1 or commit.get("sent", 0) + commit.get("replaced", 0) != 2 or \
+            commit.get("error"):
+        problems.append(f"the commits of the new ranges: {commit} (2 sent, or 1 sent and 1 "
+                        "replaced, and no error expected)")
+    else:
+        print(f"damon: set_ranges() took {commit['set_ranges_us']} us (start, shrunk, whole); "
+              f"{commit['sent']} commit(s) sent, the last applied {commit['wait_ms']} ms later")
     if run["region_events"] == 0 or not regions:
         return [f"no region events ({run['region_events']}) or no complete aggregation"]
     if stats.get("dropped") != 0 or run["region_events"] > stats.get("forwarded", 0):

@@ -7,7 +7,9 @@
 // SOURCE: damon | faults | pmu-soft. Output: {"source", "pid", "probe",
 // "pages": [[addr, weight], ...] (page sources, summed over the run),
 // "regions": [{start, end, nr_accesses, max_nr_accesses, age}] (DAMON: the
-// last complete aggregation), "stats": {...}, "migrations": {reason: {...}}}.
+// last complete aggregation), "commit" (DAMON: the commits of shrunk, then
+// grown ranges: {sent, replaced, error, set_ranges_us, wait_ms}), "stats": {...}, "migrations":
+// {reason: {...}}}.
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +26,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/host/procfs.hpp"
 #include "agent/sources/damon_source.hpp"
@@ -89,6 +92,7 @@ int main(int argc, char** argv) {
     std::cerr << "kvtier_source_run: " << ok.error().message << '\n';
     return 1;
   }
+  std::vector<std::int64_t> set_ranges_us;
   if (damon != nullptr) {
     // DAMON watches the mappings kvtierd would track (anonymous, writable,
     // 1 MiB or more), as the controller tells it.
@@ -101,10 +105,32 @@ int main(int argc, char** argv) {
     for (const auto& e : *maps) {
       if (agent::is_movable_anon(e) && e.range.bytes() >= (1U << 20)) t.ranges.push_back(e.range);
     }
-    if (auto ok = damon->set_ranges(std::span<const agent::TargetRanges>(&t, 1)); !ok) {
-      std::cerr << "kvtier_source_run: " << ok.error().message << '\n';
-      return 1;
+    // The kdamond starts on the whole ranges; then, as when mappings shrink and grow, every
+    // range less its last sixteenth and the whole ranges again are committed to the running
+    // kdamond from the source's thread (the second replaces the first if it came while the
+    // first waited). The regions cover the whole buffer at the end only if the kernel applied
+    // the last commit.
+    agent::TargetRanges shrunk = t;
+    for (auto& r : shrunk.ranges) r.end -= r.bytes() / 16 / kPageSize * kPageSize;
+    for (const auto* ranges : {&t, &shrunk, &t}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (auto ok = damon->set_ranges(std::span<const agent::TargetRanges>(ranges, 1)); !ok) {
+        std::cerr << "kvtier_source_run: " << ok.error().message << '\n';
+        return 1;
+      }
+      set_ranges_us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::steady_clock::now() - t0)
+                                  .count());
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    damon->wait_commits();
+    out["commit"] = {{"sent", damon->commits()},
+                     {"replaced", damon->commits_replaced()},
+                     {"error", damon->commit_error()},
+                     {"set_ranges_us", set_ranges_us},
+                     {"wait_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now() - t0)
+                                     .count()}};
   }
   // What the kernel migrated meanwhile (NUMA balancing promotions, say).
   agent::MigrationCounter migrations(paths);
