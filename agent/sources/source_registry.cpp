@@ -18,6 +18,7 @@
 #include "agent/sources/fault_sampler.hpp"
 #include "agent/sources/idle_page_source.hpp"
 #include "agent/sources/pmu_sampler.hpp"
+#include "agent/sources/soft_dirty_source.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
