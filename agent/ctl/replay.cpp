@@ -26,6 +26,7 @@
 
 #include "agent/ctl/command.hpp"
 #include "agent/daemon/recording.hpp"
+#include "agent/host/sysfs.hpp"
 #include "agent/replay/replay.hpp"
 #include "agent/replay/truth.hpp"
 #include "policy/config.hpp"
@@ -459,11 +460,8 @@ std::string plot_script() {
 // --png: the replay's JSON drawn by replay_plot.py (python3-matplotlib). A missing python3 or
 // matplotlib is one line on stderr and a failed exit, after the table.
 int draw_png(const json& j, const std::string& png) {
-  // In $TMPDIR (else /tmp), where the user may write.
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-  if (ec) dir = "/tmp";
-  std::string path = (dir / "kvtier-replay-plot-XXXXXX").string();
+  // In $TMPDIR (else /tmp), where the user may write; mkstemp fills in the X's.
+  std::string path = (agent::temp_dir() / "kvtier-replay-plot-XXXXXX").string();
   char* tmpl = path.data();
   const int fd = mkstemp(tmpl);
   if (fd < 0) {

@@ -74,6 +74,12 @@ Result<void> write_text(const std::filesystem::path& path, std::string_view valu
   return {};
 }
 
+std::filesystem::path temp_dir() {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  return ec ? std::filesystem::path("/tmp") : dir;
+}
+
 Result<void> replace_file(const std::filesystem::path& path, std::string_view text) {
   std::filesystem::path tmp = path;
   tmp += ".new";

@@ -23,6 +23,10 @@ Result<std::string> read_text_prefix(const std::filesystem::path& path, std::siz
 // just as on a kernel that lacks it; errors name the file, the value and the errno.
 Result<void> write_text(const std::filesystem::path& path, std::string_view value);
 
+// Where temporary files go: $TMPDIR when it names a directory, else /tmp (what
+// mkstemp(3) and mkdtemp(3) users expect), never an exception.
+std::filesystem::path temp_dir();
+
 // Replaces the regular file `path` with `text` as a whole: written to PATH.new, then renamed
 // over it, so a reader (or a kvtierd killed meanwhile) sees the old file or the new one.
 Result<void> replace_file(const std::filesystem::path& path, std::string_view text);

@@ -26,6 +26,7 @@
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/host/sysfs.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/replay/truth.hpp"
 #include "agent/sources/hotness_source.hpp"
@@ -222,10 +223,8 @@ class ReplayHugePages final : public HugePageProbe {
 class ProcTree {
  public:
   ProcTree() {
-    std::error_code ec;  // $TMPDIR unusable: /tmp, as mkdtemp(3) users expect
-    fs::path dir = fs::temp_directory_path(ec);
-    if (ec) dir = "/tmp";
-    std::string tmpl = (dir / "kvtier-replay-XXXXXX").string();
+    // mkdtemp fills in the X's.
+    std::string tmpl = (temp_dir() / "kvtier-replay-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) {
       error = fmt::format("{}: cannot create: {}", tmpl, errno_text(errno));
       return;
