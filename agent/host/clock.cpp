@@ -20,6 +20,12 @@ void sleep_for_ns(TimeNs ns) {
   std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
 }
 
+TimeNs thread_cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
+}
+
 double process_cpu_seconds() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -16,5 +16,8 @@ TimeNs monotonic_now();
 void sleep_for_ns(TimeNs ns);
 // User plus system CPU time this process has used, in seconds (getrusage).
 double process_cpu_seconds();
+// User plus system CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID):
+// the kernel's work in its syscalls (page-table walks, writes) included.
+TimeNs thread_cpu_now();
 
 }  // namespace kvtier::agent

@@ -156,7 +156,9 @@ Result<void> IdlePageSource::scan(Pid pid, TimeNs now, SourceBatch& out, std::ui
 
 Result<void> IdlePageSource::collect(TimeNs now, SourceBatch& out) {
   if (!started_) return fail("idle: collect() before start()");
-  return scan_targets(last_scan_, now, opts_.scan_interval, targets_, opts_.max_pages_per_scan,
+  if (last_scan_ && now < *last_scan_ + opts_.scan_interval) return {};
+  last_scan_ = now;
+  return scan_targets(targets_, opts_.max_pages_per_scan,
                       [&](Pid pid, std::uint64_t& budget) { return scan(pid, now, out, budget); });
 }
 

@@ -1,10 +1,9 @@
 #pragma once
-// What the page-table sources (idle, dirty) share: a collect() scans every
-// target at most once per interval, within one page budget for all of them.
+// What the page-table sources (idle, dirty) share: a scan visits every target
+// within one page budget for all of them.
 
 #include <cerrno>
 #include <cstdint>
-#include <optional>
 #include <span>
 
 #include "policy/error.hpp"
@@ -12,14 +11,11 @@
 
 namespace kvtier::agent {
 
-// Calls scan(pid, budget) for each target unless the last scan (`last`) was less
-// than `interval` before `now`; `budget` (pages, all targets together) starts at
-// `max_pages`. A target that exited since set_targets() is skipped, not fatal.
+// Calls scan(pid, budget) for each target; `budget` (pages, all targets
+// together) starts at `max_pages`. A target that exited since set_targets() is
+// skipped, not fatal.
 template <class Scan>
-Result<void> scan_targets(std::optional<TimeNs>& last, TimeNs now, TimeNs interval,
-                          std::span<const Pid> targets, std::uint64_t max_pages, Scan&& scan) {
-  if (last && now < *last + interval) return {};
-  last = now;
+Result<void> scan_targets(std::span<const Pid> targets, std::uint64_t max_pages, Scan&& scan) {
   std::uint64_t budget = max_pages;
   for (const Pid pid : targets) {
     if (auto ok = scan(pid, budget); !ok && ok.error().code != ENOENT && ok.error().code != ESRCH) {

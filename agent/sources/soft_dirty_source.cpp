@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,15 +110,17 @@ Result<void> SoftDirtySource::scan(Pid pid, TimeNs now, SourceBatch& out, std::u
   const auto dir = paths_.proc / std::to_string(pid);
   const auto last = cleared_.find(pid);
   if (last != cleared_.end()) {
-    std::vector<AddrRange> ranges;
+    std::vector<AddrRange> anon;  // without tracked ranges from the loop
+    std::span<const AddrRange> ranges = anon;
     if (auto it = ranges_.find(pid); it != ranges_.end()) {
       ranges = it->second;
     } else {
       auto maps = read_maps(paths_, pid);
       if (!maps) return std::unexpected(maps.error());
       for (const MapEntry& m : *maps) {
-        if (is_movable_anon(m)) ranges.push_back(m.range);
+        if (is_movable_anon(m)) anon.push_back(m.range);
       }
+      ranges = anon;
     }
     const std::string pagemap_path = (dir / "pagemap").string();
     const UniqueFd pagemap(::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -172,9 +173,9 @@ Result<void> SoftDirtySource::collect(TimeNs now, SourceBatch& out) {
   if (!started_) return fail("dirty: collect() before start()");
   if (next_scan_ && now < *next_scan_) return {};
   const TimeNs cpu0 = opts_.cpu_clock();
-  auto ok =
-      scan_targets(last_scan_, now, 0, targets_, opts_.max_pages_per_scan,
-                   [&](Pid pid, std::uint64_t& budget) { return scan(pid, now, out, budget); });
+  auto ok = scan_targets(targets_, opts_.max_pages_per_scan, [&](Pid pid, std::uint64_t& budget) {
+    return scan(pid, now, out, budget);
+  });
   const TimeNs cost = opts_.cpu_clock() - cpu0;
   const auto paced = static_cast<TimeNs>(static_cast<double>(cost) / opts_.max_cpu_share);
   next_scan_ = now + std::max(opts_.scan_interval, paced);
@@ -185,16 +186,9 @@ Result<void> SoftDirtySource::collect(TimeNs now, SourceBatch& out) {
   return ok;
 }
 
-TimeNs thread_cpu_time() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + static_cast<TimeNs>(ts.tv_nsec);
-}
-
 void SoftDirtySource::stop() {
   started_ = false;
   cleared_.clear();
-  last_scan_.reset();
   next_scan_.reset();
 }
 

@@ -15,18 +15,14 @@
 // it also resets what another soft-dirty user (CRIU) of the same process saw.
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <vector>
 
+#include "agent/host/clock.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/sources/hotness_source.hpp"
 
 namespace kvtier::agent {
-
-// The CPU time of the calling thread (kernel time included: the page-table
-// walks of pagemap and clear_refs run in it).
-TimeNs thread_cpu_time();
 
 struct SoftDirtyOptions {
   // Stop a scan after this many pages (all targets together).
@@ -37,8 +33,9 @@ struct SoftDirtyOptions {
   // that took 40 ms of CPU puts the next one 2 s later at 2%, whatever
   // scan_interval says (a process with a large address space costs more).
   double max_cpu_share = 0.02;
-  // Where the cost is read (tests give their own).
-  std::function<TimeNs()> cpu_clock = thread_cpu_time;
+  // Where the cost is read: the scanning thread's CPU time, in which the
+  // page-table walks of pagemap and clear_refs run (tests give their own).
+  Clock cpu_clock = thread_cpu_now;
 };
 
 class SoftDirtySource final : public HotnessSource {
@@ -59,7 +56,7 @@ class SoftDirtySource final : public HotnessSource {
   HostPaths paths_;
   SoftDirtyOptions opts_;
   bool started_ = false;
-  std::optional<TimeNs> last_scan_;
+  // When the next scan may run (the interval, or the last scan's cost, away).
   std::optional<TimeNs> next_scan_;
   std::vector<Pid> targets_;
   // The tracked mappings per target (set_ranges); a target without them is
