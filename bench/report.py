@@ -296,6 +296,7 @@ def analyse_mode(mode, events, meta):
     r["kvsim_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvsim"])
     r["probe_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvtier_residenc"])
     r["agent_cpu_pct"] = 100 * r["agent_cpu_s"] / window if window > 0 else None
+    r["move_cpu_share"] = move_cpu_share(first(events, "bench", "kvtierd_dump"))
     if EXCLUDED_CPU.get(mode):
         r["excluded_cpu_s"] = cpu_seconds(samples[0], samples[-1], EXCLUDED_CPU[mode])
         r["excluded_cpu_pct"] = 100 * r["excluded_cpu_s"] / window if window > 0 else None
@@ -348,6 +349,17 @@ def analyse_mode(mode, events, meta):
     return r
 
 
+def move_cpu_share(dump_event):
+    """The share of kvtierd's CPU time (since its start) its loop spent moving pages, from its dump
+    at the end (loop.cpu); None without one, or from a kvtierd that does not say."""
+    try:
+        cpu = json.loads(dump_event["dump"])["loop"]["cpu"]
+        total = float(cpu["process_seconds"])
+        return float(cpu["loop_seconds_by_phase"]["move"]) / total if total > 0 else None
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
 # --- several runs of a mode, and the oracle as the reference ---------------------------------
 
 # The scalar figures of one completed run, as (key, value); the table shows their medians.
@@ -366,6 +378,7 @@ def figures(r):
         "demoted": m["demoted_mib_s"],
         "promoted": m["promoted_mib_s"],
         "agent_cpu_pct": r["agent_cpu_pct"],
+        "move_cpu_share": r.get("move_cpu_share"),
         "excluded_cpu_pct": r.get("excluded_cpu_pct"),
         "steps_per_s": r["steps_per_s"],
         "step_work_ms": r["step_work_ms"],
@@ -471,6 +484,8 @@ def table_row(a):
                  " of a CPU, not counted)")
     else:
         agent = f"{stat(s['agent_cpu_pct'], lambda v: num(v, '{:.1f}%'))} of a CPU"
+        if s.get("move_cpu_share"):
+            agent += f" (moving pages: {stat(s['move_cpu_share'])} of kvtierd's)"
     if a["mode"] == "kernel":
         faults = [r["migration"]["numa_hint_faults"] or 0 for r in a["ok"]]
         agent += f"; hint faults + promotion run in kvsim's context ({int(statistics.median(faults))} faults)"
@@ -725,7 +740,9 @@ def write_report(out_dir, aggs, plot_ok):
         "- **agent CPU**: user+system time of the agent over the window: kvtierd plus the kdamond "
         "of its DAMON source (kvtier), kdamond (DAMOS), kswapd (kernel tiering; its demotion work). The kernel's NUMA-hint-fault handling and "
         "promotions run in the faulting task (kvsim) and cannot be separated from its time. "
-        "The oracle's own CPU is excluded (it is a ceiling, not a rival) and shown apart.",
+        "The oracle's own CPU is excluded (it is a ceiling, not a rival) and shown apart. For kvtier, "
+        "the share of kvtierd's own CPU time (since its start) that its loop spent moving pages "
+        "(move_pages(2), the kernel's copying included; kvtierctl status --json: loop.cpu).",
         "- **kvsim decode steps/s**: steps per second of the whole run; decode is paced to the "
         "trace's real time, so it only drops when steps take longer than their budget; "
         "the step work (ms, without pacing sleeps and without the node queries) shows the cost.",

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "agent/ctl/ask.hpp"
 #include "agent/ctl/command.hpp"
@@ -96,6 +99,30 @@ void print_loop(const json& loop) {
   }
 }
 
+// Where kvtierd's CPU went (docs/operate.md, loop.cpu): the whole process, and
+// the control loop's thread by phase, largest first.
+void print_cpu(const json& loop, double uptime) {
+  const json cpu = loop.value("cpu", json::object());
+  if (!cpu.contains("process_seconds")) return;
+  const double total = get_or(cpu, "process_seconds", 0.0);
+  std::vector<std::pair<double, std::string>> phases;
+  const auto by_phase = cpu.find("loop_seconds_by_phase");
+  if (by_phase != cpu.end() && by_phase->is_object()) {
+    for (const auto& [name, sec] : by_phase->items()) {
+      if (sec.is_number()) phases.emplace_back(sec.get<double>(), name);
+    }
+  }
+  std::ranges::sort(phases, std::greater<>());
+  std::string parts;
+  for (const auto& [sec, name] : phases) {
+    parts += fmt::format("{}{} {:.1f}s", parts.empty() ? "" : ", ",
+                         name == "move" ? "moving pages" : name, sec);
+  }
+  fmt::print("  {:<11} {:.1f}s since start ({:.1f}% of a CPU); loop thread {:.1f}s: {}\n", "cpu",
+             total, uptime > 0 ? 100.0 * total / uptime : 0.0, get_or(cpu, "loop_seconds", 0.0),
+             parts.empty() ? "none yet" : parts);
+}
+
 void print_reloads(const json& st) {
   const json last = st.value("last_reload", json(nullptr));
   std::string when;
@@ -126,6 +153,7 @@ void print_status(const json& st) {
     fmt::print("  {:<11} {}\n", "last error", err);
   }
   print_placement(loop);
+  print_cpu(loop, get_or(st, "uptime_seconds", 0.0));
   print_reloads(st);
   fmt::print("  {:<11} {}\n", "socket", get_or<std::string>(st, "socket", "?"));
   const json prom = st.value("prometheus", json::object());

@@ -19,6 +19,7 @@
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/clock.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/procfs.hpp"
 #include "agent/host/residency.hpp"
@@ -86,6 +87,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
     state_.sources.push_back(SourceStatus{.kind = s.source->kind(), .reason = s.reason});
   }
   if (deps_.mover) state_.mover = deps_.mover->name();
+  if (!deps_.thread_cpu) deps_.thread_cpu = thread_cpu_now;
   state_.observe_reason = deps_.observe_reason;
   state_.discovery = deps_.discovery;
   state_.process_watcher = deps_.process_events;
@@ -215,17 +217,39 @@ void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
 }
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
+  PhaseClock clock(deps_.thread_cpu, state_.cpu);
+  auto ok = run_step(ctx, telemetry, clock);
+  export_cpu(telemetry);
+  return ok;
+}
+
+Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock) {
   ++state_.steps;
   rec(ctx.now,
       [&] { return RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}; });
   if (!state_.tiering_applied) apply_tiering();
-  if (auto ok = discover(ctx.now, telemetry); !ok) return ok;
+  auto found = discover(ctx.now, telemetry);
+  clock.charge(LoopPhase::kDiscover);
+  if (!found) return found;
   ingest(ctx.now, telemetry);
+  clock.charge(LoopPhase::kSources);
   read_residency(ctx.now, telemetry);
+  clock.charge(LoopPhase::kResidency);
   plan(ctx.now, telemetry);
+  clock.charge(LoopPhase::kPlan);
   if (may_move(ctx)) dispatch(state_.last_plan.moves, ctx.now, telemetry);
+  clock.charge(LoopPhase::kMove);
   record(ctx.now, telemetry);
+  clock.charge(LoopPhase::kPlan);
   return {};
+}
+
+void Controller::export_cpu(Telemetry& telemetry) const {
+  for (std::size_t i = 0; i < kLoopPhases; ++i) {
+    telemetry.set("kvtier_loop_cpu_seconds_total", {{"phase", kLoopPhaseNames[i]}},
+                  static_cast<double>(state_.cpu[i]) / 1e9);
+  }
+  telemetry.set("process_cpu_seconds_total", {}, process_cpu_seconds());
 }
 
 Result<void> Controller::read_topology_now() {
@@ -412,10 +436,21 @@ void Controller::refresh_touched(Target& t, TimeNs now, std::string* error) {
 // as the step's plan (policy::plan_promotions), without planning anything else.
 Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemetry) {
   if (state_.steps == 0 || !may_move(ctx)) return {};
+  PhaseClock clock(deps_.thread_cpu, state_.cpu);
+  auto ok = run_promote_step(ctx, telemetry, clock);
+  export_cpu(telemetry);
+  return ok;
+}
+
+Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& telemetry,
+                                          PhaseClock& clock) {
   const TimeNs now = ctx.now;
   rec(now, [&] { return RecStep{.now = now, .kind = StepKind::kPromote, .paused = ctx.paused}; });
   ingest(now, telemetry);
-  if (auto ok = read_topology_now(); !ok) return ok;
+  clock.charge(LoopPhase::kSources);
+  auto topo = read_topology_now();
+  clock.charge(LoopPhase::kDiscover);
+  if (!topo) return topo;
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   std::vector<policy::PromotionCandidate> cands;
   policy::Snapshot snap = snapshot(now);
@@ -430,11 +465,14 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
       if (auto u = t->heat->at(addr, now)) cands.push_back({.target = i, .unit = *u});
     }
   }
+  clock.charge(LoopPhase::kResidency);
   if (cands.empty()) return {};
   const std::vector<policy::PromotionCandidate> spare = spare_units(snap, cands, now);
   const Plan p = policy::plan_promotions(snap, cands, spare);
   rec(now, [&] { return RecPlan{.plan = p}; });
+  clock.charge(LoopPhase::kPlan);
   dispatch(p.moves, now, telemetry);
+  clock.charge(LoopPhase::kMove);
   if (recording_) recording_->flush();
   return {};
 }

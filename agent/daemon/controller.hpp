@@ -66,10 +66,30 @@ struct ControllerDeps {
   std::unique_ptr<KernelTiering> tiering;
   // The NUMA topology and free memory now. Null: read from paths' sysfs.
   std::function<Result<policy::Topology>()> topology;
+  // The loop thread's CPU clock (LoopState::cpu). Null: CLOCK_THREAD_CPUTIME_ID.
+  std::function<TimeNs()> thread_cpu;
 };
 
 // With a process watcher, how often /proc is still read in full.
 inline constexpr TimeNs kRescanEvery = 30'000'000'000;
+
+// Charges the loop thread's CPU time to the loop's phases in turn: each
+// charge() gives a phase what the thread used since the last one.
+class PhaseClock {
+ public:
+  PhaseClock(const std::function<TimeNs()>& cpu, LoopCpu& into)
+      : cpu_(cpu), into_(into), mark_(cpu()) {}
+  void charge(LoopPhase phase) {
+    const TimeNs now = cpu_();
+    into_[static_cast<std::size_t>(phase)] += now > mark_ ? now - mark_ : 0;
+    mark_ = now;
+  }
+
+ private:
+  const std::function<TimeNs()>& cpu_;
+  LoopCpu& into_;
+  TimeNs mark_;
+};
 
 class Controller {
  public:
@@ -109,6 +129,9 @@ class Controller {
   [[nodiscard]] const LoopState& state() const { return state_; }
 
  private:
+  Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
+  Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
+  void export_cpu(Telemetry& telemetry) const;
   // The phases of step(), in order.
   Result<void> discover(TimeNs now, Telemetry& telemetry);
   void ingest(TimeNs now, Telemetry& telemetry);

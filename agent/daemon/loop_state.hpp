@@ -4,6 +4,8 @@
 // budget, the last plan and what moved. The Controller writes it; everything
 // else only reads it.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -28,6 +30,22 @@ struct SourceStatus {
   bool started = false;
   std::string error;  // the last start, set_targets or collect error; "" when none
 };
+
+// Where the control loop's thread spends its CPU time (its own clock, the
+// kernel's work in its syscalls included), for `kvtierctl status` and the
+// kvtier_loop_cpu_seconds_total counter. The sources' own threads and the
+// control socket's are not in it.
+enum class LoopPhase : std::uint8_t {
+  kDiscover,   // topology, targets, mappings, sources told their pids and ranges
+  kSources,    // what every source collected, into the heat tables (the dirty scan too)
+  kResidency,  // where the tracked pages are (move_pages status queries)
+  kPlan,       // the plan, the promotion ticks' exchange, the heatmap row and the feedback
+  kMove,       // moving pages (the mover: move_pages(2))
+};
+inline constexpr std::size_t kLoopPhases = 5;
+inline constexpr std::array<const char*, kLoopPhases> kLoopPhaseNames = {
+    "discover", "sources", "residency", "plan", "move"};
+using LoopCpu = std::array<TimeNs, kLoopPhases>;
 
 // The mis-demotion feedback of one group, and what the loop counted for it.
 struct GroupFeedback {
@@ -62,6 +80,8 @@ struct LoopState {
   // first): the promotion ticks exchange it for what waits on a slow node.
   std::vector<policy::SpareUnit> spare;
   MoveStats moved_total;
+  // The loop thread's CPU time in each phase, since start.
+  LoopCpu cpu{};
   // Whether moves happen (status): the moves of the last minute (time, bytes),
   // the last one's time (0: none yet), and the last node found full (-1: none).
   std::deque<std::pair<TimeNs, std::uint64_t>> recent_moves;

@@ -76,6 +76,11 @@ Telemetry::Telemetry() {
            {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60});
   describe("kvtier_hot_bytes", MetricKind::kGauge,
            "Target bytes accessed within their group's effective cold age, per node");
+  describe("kvtier_loop_cpu_seconds_total", MetricKind::kCounter,
+           "CPU time of the control loop's thread, kernel work in its syscalls included, by "
+           "phase (discover, sources, residency, plan, move: moving pages)");
+  describe("process_cpu_seconds_total", MetricKind::kCounter,
+           "User and system CPU time kvtierd has used, all threads, in seconds");
 }
 
 void Telemetry::set_hot_bytes(const std::map<int, std::uint64_t>& bytes_by_node) {

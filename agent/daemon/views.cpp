@@ -14,6 +14,7 @@
 
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/target_set.hpp"
+#include "agent/host/clock.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
@@ -175,6 +176,21 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   return out;
 }
 
+// Where kvtierd's CPU time went: the loop thread's by phase, and the whole
+// process's (the sources' threads, the control socket, the exporter too).
+json cpu_json(const LoopState& s) {
+  json phases = json::object();
+  double loop = 0.0;
+  for (std::size_t i = 0; i < kLoopPhases; ++i) {
+    const double sec = static_cast<double>(s.cpu[i]) / 1e9;
+    phases[kLoopPhaseNames[i]] = sec;
+    loop += sec;
+  }
+  return {{"loop_seconds", loop},
+          {"loop_seconds_by_phase", phases},
+          {"process_seconds", process_cpu_seconds()}};
+}
+
 json describe(const LoopState& s, bool full, TimeNs now) {
   std::string error;
   for (const auto& src : s.sources) {
@@ -198,6 +214,7 @@ json describe(const LoopState& s, bool full, TimeNs now) {
           {"moved_pages_total", s.moved_total.moved},
           {"moved_bytes_total", s.moved_total.bytes_moved},
           {"activity", activity_json(s, now)},
+          {"cpu", cpu_json(s)},
           {"discovery",
            {{"how", s.discovery},
             {"process_events", s.process_events},

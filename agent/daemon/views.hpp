@@ -24,6 +24,8 @@ inline constexpr std::size_t kHistorySteps = 120;  // rows kept per target
 nlohmann::json describe(const LoopState& s, bool full, TimeNs now);
 // Whether moves happen: moves and bytes in the last minute, the last one's age.
 nlohmann::json activity_json(const LoopState& s, TimeNs now);
+// kvtierd's CPU time: the loop thread's by phase (LoopState::cpu) and the process's.
+nlohmann::json cpu_json(const LoopState& s);
 // What runs short of the configured behaviour, one line each (observe-only, no
 // source, a failed source, no process watcher, tiering knobs not set, a full
 // node lately).

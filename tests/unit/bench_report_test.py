@@ -115,6 +115,18 @@ class Counters(unittest.TestCase):
         self.assertAlmostEqual(report.cpu_seconds(a, b, ["kdamond"]), 0.3)  # appeared meanwhile
         self.assertEqual(report.cpu_seconds(a, b, ["kvtierd"]), 0)
 
+    def test_move_cpu_share_from_kvtierds_dump(self):
+        def dump(cpu):
+            return {"src": "bench", "event": "kvtierd_dump", "dump": json.dumps({"loop": {"cpu": cpu}})}
+        cpu = {"process_seconds": 8.0, "loop_seconds": 6.0,
+               "loop_seconds_by_phase": {"move": 5.0, "sources": 1.0}}
+        self.assertAlmostEqual(report.move_cpu_share(dump(cpu)), 5.0 / 8.0)
+        # No dump, an older kvtierd's (no cpu), a daemon that has used nothing: None, not zero.
+        self.assertIsNone(report.move_cpu_share(None))
+        self.assertIsNone(report.move_cpu_share({"src": "bench", "event": "kvtierd_dump",
+                                                 "dump": json.dumps({"loop": {}})}))
+        self.assertIsNone(report.move_cpu_share(dump({"process_seconds": 0, "loop_seconds_by_phase": {"move": 0}})))
+
     def test_dram_read_share_between_stats_lines(self):
         def st(t, total, n0):
             return {"time_ns": t * SEC, "read_nodes": {"sampled_read_bytes": total, "by_node": {"0": n0, "1": total - n0}}}

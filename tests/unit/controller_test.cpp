@@ -79,6 +79,11 @@ std::string with_selector(std::string_view comm_regex) {
 struct FakeMemory {
   std::map<Pid, std::map<std::uint64_t, int>> node_of_page;
   std::size_t queries = 0;
+  // The loop thread's CPU clock, as the fakes spend it: a query costs
+  // kQueryCpu, a mover call kMoveCpu.
+  static constexpr TimeNs kQueryCpu = 3'000'000;
+  static constexpr TimeNs kMoveCpu = 7'000'000;
+  TimeNs cpu = 0;
 
   void place(Pid pid, AddrRange r, int node) {
     for (std::uint64_t a = r.start; a < r.end; a += kPageSize) node_of_page[pid][a] = node;
@@ -97,6 +102,7 @@ struct FakeMemory {
                   int) -> MovePagesResult {
       EXPECT_EQ(nodes, nullptr) << "the controller only queries; moving is the mover's job";
       ++queries;
+      cpu += kQueryCpu;
       auto proc = node_of_page.find(pid);
       if (proc == node_of_page.end()) return {.ret = -1, .err = ESRCH};
       for (std::size_t i = 0; i < pages.size(); ++i) {
@@ -138,6 +144,7 @@ class RecordingMover final : public Mover {
   [[nodiscard]] std::string_view name() const override { return "recording"; }
   MoveStats move(Pid pid, std::span<const AddrRange> ranges, int to_node) override {
     calls.push_back({.pid = pid, .ranges = {ranges.begin(), ranges.end()}, .node = to_node});
+    mem_.cpu += FakeMemory::kMoveCpu;
     MoveStats st;
     for (const auto& r : ranges) {
       st.requested += r.bytes() / kPageSize;
@@ -246,6 +253,9 @@ struct Loop {
   Telemetry telemetry;
   std::unique_ptr<Controller> ctl;
   TimeNs last_step = 0;
+  // The source's collects; each costs kCollectCpu of the fake CPU clock.
+  static constexpr TimeNs kCollectCpu = 2'000'000;
+  int collects = 0;
 
   explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
                 SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig,
@@ -255,9 +265,16 @@ struct Loop {
     ControllerDeps deps{.paths = host.paths(),
                         .residency = ResidencyReader(mem.query_fn(), 4096, huge),
                         .self = 1,
-                        .process_events = process_events};
+                        .process_events = process_events,
+                        .thread_cpu = [this] { return mem.cpu; }};
     if (with_source) {
-      auto s = std::make_unique<ScriptedSource>(source_kind, std::move(script));
+      auto counted = [this, script = std::move(script)](TimeNs now, const std::vector<Pid>& pids,
+                                                        SourceBatch& out) {
+        ++collects;
+        mem.cpu += kCollectCpu;
+        script(now, pids, out);
+      };
+      auto s = std::make_unique<ScriptedSource>(source_kind, std::move(counted));
       source = s.get();
       deps.sources.push_back({.source = std::move(s), .reason = "scripted"});
     }
@@ -732,6 +749,39 @@ void record_run(Loop& loop, const std::filesystem::path& file) {
     ASSERT_TRUE(ok) << ok.error().message;
   }
   loop.ctl->stop_recording();
+}
+
+// The loop thread's CPU time goes to the phase that spent it, in steps and
+// promotion ticks alike: the fakes spend a known amount per call.
+TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
+  Loop loop(hot_warm_and_back);
+  for (TimeNs t = kT0; t <= kT0 + 30 * kSec; t += kSec) {
+    loop.step(t);
+    auto ok = loop.ctl->promote_step(StepContext{.now = t + kSec / 2}, loop.telemetry);
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+  ASSERT_GE(loop.mover->calls.size(), 3U) << "the cold and warm demotions, the warm promotion";
+  const LoopCpu& cpu = loop.ctl->state().cpu;
+  const auto at = [&](LoopPhase p) { return cpu[static_cast<std::size_t>(p)]; };
+  EXPECT_EQ(at(LoopPhase::kMove), FakeMemory::kMoveCpu * loop.mover->calls.size());
+  EXPECT_EQ(at(LoopPhase::kResidency), FakeMemory::kQueryCpu * loop.mem.queries);
+  EXPECT_EQ(at(LoopPhase::kSources), Loop::kCollectCpu * loop.collects);
+  EXPECT_EQ(loop.collects, 62) << "31 steps and 31 ticks";
+  EXPECT_EQ(at(LoopPhase::kPlan), 0);
+  EXPECT_EQ(at(LoopPhase::kDiscover), 0);
+
+  const auto seconds = [](TimeNs ns) { return static_cast<double>(ns) / 1e9; };
+  EXPECT_DOUBLE_EQ(loop.telemetry.value("kvtier_loop_cpu_seconds_total", {{"phase", "move"}}),
+                   seconds(at(LoopPhase::kMove)));
+  EXPECT_DOUBLE_EQ(loop.telemetry.value("kvtier_loop_cpu_seconds_total", {{"phase", "sources"}}),
+                   seconds(at(LoopPhase::kSources)));
+  EXPECT_GT(loop.telemetry.value("process_cpu_seconds_total"), 0.0);
+  const auto view = loop.describe(false)["cpu"];
+  EXPECT_DOUBLE_EQ(view["loop_seconds_by_phase"]["residency"].get<double>(),
+                   seconds(at(LoopPhase::kResidency)));
+  EXPECT_DOUBLE_EQ(
+      view["loop_seconds"].get<double>(),
+      seconds(at(LoopPhase::kMove) + at(LoopPhase::kResidency) + at(LoopPhase::kSources)));
 }
 
 std::vector<std::uint8_t> recorded_plan_bytes(const Recording& rec) {

@@ -78,6 +78,21 @@ TEST(Status, NothingYetAndObserveOnly) {
   EXPECT_THAT(out, HasSubstr("  degraded    observe-only: no demotion target node on this host\n"));
   EXPECT_THAT(out, HasSubstr("  reloads     0 (0 rejected)\n"));
   EXPECT_THAT(out, Not(HasSubstr("last 0s ago")));
+  EXPECT_THAT(out, Not(HasSubstr("  cpu "))) << "an older daemon says nothing of its CPU";
+}
+
+// Where kvtierd's CPU went: the process over its uptime, and the loop thread's
+// phases largest first, moving pages named as such.
+TEST(Status, CpuByPhase) {
+  json st = reply();
+  st["loop"]["cpu"] = {
+      {"process_seconds", 3.0},
+      {"loop_seconds", 2.5},
+      {"loop_seconds_by_phase",
+       {{"discover", 0.1}, {"sources", 0.4}, {"residency", 0.2}, {"plan", 0.05}, {"move", 1.75}}}};
+  EXPECT_THAT(printed(st),
+              HasSubstr("  cpu         3.0s since start (4.0% of a CPU); loop thread 2.5s: moving "
+                        "pages 1.8s, sources 0.4s, residency 0.2s, discover 0.1s, plan 0.1s\n"));
 }
 
 }  // namespace

@@ -78,6 +78,16 @@ print(f"check_daemon: the dirty source reported {dirty} written pages")
 if dirty < 2048:
     problems.append(f"the dirty source reported {dirty} written pages, fewer than one scan of "
                     "the 2048 hot pages (does it run? kvtierd.log names the sources)")
+# Where kvtierd's CPU went: pages moved, so the loop's move phase used CPU time (the kernel
+# copies them in move_pages(2), on the loop's thread), and the process used at least what its
+# loop thread did.
+cpu = dump["loop"].get("cpu", {})
+phases = cpu.get("loop_seconds_by_phase", {})
+print(f"check_daemon: cpu {cpu}")
+if moved_bytes(dump, 1) > 0 and not phases.get("move", 0) > 0:
+    problems.append(f"kvtierd moved pages but loop.cpu charges no CPU time to moving them: {cpu}")
+if not cpu.get("process_seconds", 0) >= cpu.get("loop_seconds", 1) > 0:
+    problems.append(f"loop.cpu: the process used less CPU than its loop thread, or none: {cpu}")
 if need("KVTIERD_EXIT") != "0":
     problems.append(f"kvtierd exited {vals['KVTIERD_EXIT']} on SIGTERM")
 if need("KDAMONDS_ON") != "0":
