@@ -144,7 +144,7 @@ class Planner {
       st.present = true;
       st.fast = n.has_cpus() && !facts_.slow(n.id) && facts_.demote_to(n.id) >= 0;
       st.total = n.mem_total_bytes;
-      st.free = n.mem_free_bytes;
+      st.free = n.usable_free_bytes();
       st.headroom = st.fast ? headroom_of(n) : 0;
     }
   }
@@ -443,12 +443,14 @@ class Planner {
     for (std::size_t id = 0; id < nodes_.size(); ++id) {
       const std::uint64_t missing = short_of_headroom(static_cast<int>(id));
       if (missing == 0) continue;
-      notes_.push_back(fmt::format(
-          "node {}: {} free, {} short of its DRAM headroom {} plus {} waiting for promotion: {}",
-          id, format_size(nodes_[id].free), format_size(missing), format_size(nodes_[id].headroom),
-          format_size(nodes_[id].demand),
-          budget_out_ ? "migration budget exhausted"
-                      : "nothing idle for cold_age or more left to demote"));
+      notes_.push_back(
+          fmt::format("node {}: {} free above the kernel's watermarks, {} short of its DRAM "
+                      "headroom {} plus {} "
+                      "waiting for promotion: {}",
+                      id, format_size(nodes_[id].free), format_size(missing),
+                      format_size(nodes_[id].headroom), format_size(nodes_[id].demand),
+                      budget_out_ ? "migration budget exhausted"
+                                  : "nothing idle for cold_age or more left to demote"));
     }
   }
 

@@ -2,6 +2,7 @@
 // The NUMA topology kvtier reasons about, and the rule that picks the nodes it
 // demotes to. Pure data: agent/topology_reader fills it from sysfs.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -24,6 +25,10 @@ struct NumaNode {
   std::vector<int> cpus;
   std::uint64_t mem_total_bytes = 0;
   std::uint64_t mem_free_bytes = 0;
+  // Of mem_free_bytes, what the kernel keeps: free pages up to its zones' high
+  // watermarks and lowmem reserves (/proc/zoneinfo). A user page, or a promotion
+  // in the fault path, gets memory only above them; 0 where unknown.
+  std::uint64_t mem_reserved_bytes = 0;
   std::map<int, int> distance;  // to node id -> SLIT distance
   std::optional<AccessAttrs> access;
   // The kernel's memory tier id (memory_tierN); a higher id is a slower tier.
@@ -31,6 +36,10 @@ struct NumaNode {
 
   [[nodiscard]] bool has_cpus() const { return !cpus.empty(); }
   [[nodiscard]] bool has_memory() const { return mem_total_bytes > 0; }
+  // Free memory a page moved here can have without the kernel reclaiming first.
+  [[nodiscard]] std::uint64_t usable_free_bytes() const {
+    return mem_free_bytes - std::min(mem_free_bytes, mem_reserved_bytes);
+  }
 };
 
 struct Topology {

@@ -62,6 +62,7 @@ nlohmann::json nodes_json(const policy::Topology& topo) {
                      {"cpu_less", !n.has_cpus()},
                      {"mem_total_bytes", n.mem_total_bytes},
                      {"mem_free_bytes", n.mem_free_bytes},
+                     {"mem_reserved_bytes", n.mem_reserved_bytes},
                      {"distance", dist},
                      {"access", access},
                      {"memory_tier", opt(n.memory_tier)},

@@ -186,6 +186,7 @@ void put(Out& o, const RecTopology& r) {
     o.opt(a.read_bandwidth_mbps);
     o.opt(a.write_bandwidth_mbps);
     o.opt(n.memory_tier ? std::optional<std::uint64_t>(*n.memory_tier) : std::nullopt);
+    o.u64(n.mem_reserved_bytes);
   }
 }
 void put(Out& o, const RecTarget& r) {
@@ -283,7 +284,7 @@ void put(Out& o, const RecAccesses& r) {
 // A pool of more blocks than this in a sparse record is refused (it would be allocated whole).
 constexpr std::uint32_t kMaxSparseBlocks = 1U << 26;
 
-RecTopology get_topology(In& in) {
+RecTopology get_topology(In& in, std::uint32_t version) {
   RecTopology r;
   const std::uint32_t n = in.count(4);
   for (std::uint32_t i = 0; i < n && in.ok(); ++i) {
@@ -304,6 +305,7 @@ RecTopology get_topology(In& in) {
                           .write_bandwidth_mbps = in.opt()};
     if (has_access) node.access = a;
     if (auto tier = in.opt()) node.memory_tier = static_cast<int>(*tier);
+    if (version >= 2) node.mem_reserved_bytes = in.u64();
     r.topology.nodes.push_back(std::move(node));
   }
   return r;
@@ -363,7 +365,7 @@ RecAccesses get_accesses(RecordType t, In& in) {
   return r;
 }
 
-std::optional<Record> get(RecordType t, In& in) {
+std::optional<Record> get(RecordType t, In& in, std::uint32_t version) {
   switch (t) {
     case RecordType::kStart: {
       RecStart r{.now = in.u64()};
@@ -380,7 +382,7 @@ std::optional<Record> get(RecordType t, In& in) {
       return r;
     }
     case RecordType::kTopology:
-      return get_topology(in);
+      return get_topology(in, version);
     case RecordType::kTarget: {
       RecTarget r;
       r.info.pid = in.i32();
@@ -471,9 +473,10 @@ Result<Recording> parse_recording(std::span<const std::uint8_t> bytes, const std
   }
   std::uint32_t version = 0;
   std::memcpy(&version, bytes.data() + 8, sizeof version);
-  if (version != kRecordingVersion) {
-    return fail(fmt::format("{}: recording format version {}, this kvtierctl reads version {}",
-                            what, version, kRecordingVersion));
+  if (version < kOldestRecordingVersion || version > kRecordingVersion) {
+    return fail(
+        fmt::format("{}: recording format version {}, this kvtierctl reads versions {} to {}", what,
+                    version, kOldestRecordingVersion, kRecordingVersion));
   }
   Recording out;
   std::size_t pos = kHeaderBytes;
@@ -490,7 +493,7 @@ Result<Recording> parse_recording(std::span<const std::uint8_t> bytes, const std
       break;
     }
     In in(bytes.subspan(pos + kFrameBytes, len));
-    auto rec = get(type, in);
+    auto rec = get(type, in, version);
     if (!rec) {
       // A record type from a newer writer: skipped, its length says how far.
       pos += kFrameBytes + len;

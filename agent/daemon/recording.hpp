@@ -22,7 +22,10 @@
 namespace kvtier::agent {
 
 inline constexpr char kRecordingMagic[8] = {'K', 'V', 'T', 'R', 'E', 'C', '\0', '\n'};
-inline constexpr std::uint32_t kRecordingVersion = 1;
+// 2: a topology record gives each node's reserved free memory too (NumaNode::
+// mem_reserved_bytes); version 1 files still read, with none reserved.
+inline constexpr std::uint32_t kRecordingVersion = 2;
+inline constexpr std::uint32_t kOldestRecordingVersion = 1;
 
 enum class RecordType : std::uint8_t {
   kStart = 1,

@@ -53,6 +53,9 @@ Telemetry::Telemetry() {
            "Bytes of each target process resident on each node");
   describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");
   describe("kvtier_node_memory_total_bytes", MetricKind::kGauge, "Total memory on each NUMA node");
+  describe("kvtier_node_memory_reserved_bytes", MetricKind::kGauge,
+           "Free memory on each NUMA node below its zones' high watermarks and lowmem reserves "
+           "(/proc/zoneinfo): the kernel's, not counted as room for moves");
   describe("kvtier_node_info", MetricKind::kGauge,
            "1 for each NUMA node: whether it has CPUs and whether kvtier would demote to it");
   describe("kvtier_observe_only", MetricKind::kGauge,
@@ -237,6 +240,7 @@ void Telemetry::set_node_memory(const policy::Topology& topo) {
   for (const auto& n : topo.nodes) {
     const MetricLabels node{{"node", fmt::format("{}", n.id)}};
     set("kvtier_node_memory_free_bytes", node, static_cast<double>(n.mem_free_bytes));
+    set("kvtier_node_memory_reserved_bytes", node, static_cast<double>(n.mem_reserved_bytes));
     set("kvtier_node_memory_total_bytes", node, static_cast<double>(n.mem_total_bytes));
   }
   // Read every step, so memory onlined after start (daxctl) shows while kvtierd observes only.

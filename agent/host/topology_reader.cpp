@@ -1,6 +1,8 @@
 #include "agent/host/topology_reader.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstddef>
@@ -76,7 +78,132 @@ Result<std::map<int, int>> read_memory_tiers(const fs::path& dir) {
   return tier_of;
 }
 
+// One zone of /proc/zoneinfo, as far as the reserve needs it.
+struct Zone {
+  std::string name;
+  std::optional<std::uint64_t> free;
+  std::optional<std::uint64_t> high;
+  std::uint64_t boost = 0;
+  std::vector<std::uint64_t> protection;
+};
+
+std::optional<std::uint64_t> number(std::string_view word) {
+  std::uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+  if (ec != std::errc{} || ptr != word.data() + word.size()) return std::nullopt;
+  return v;
+}
+
+// "(0, 1918, 1918, 1918, 1918)" -> its numbers.
+std::optional<std::vector<std::uint64_t>> protection_list(std::string_view text) {
+  std::vector<std::uint64_t> out;
+  std::string s(text);
+  std::ranges::replace(s, '(', ' ');
+  std::ranges::replace(s, ')', ' ');
+  std::ranges::replace(s, ',', ' ');
+  std::istringstream in(s);
+  std::string word;
+  while (in >> word) {
+    auto v = number(word);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// The /proc/zoneinfo beside the sysfs tree; an absent one (a fixture tree, a
+// kernel without it) reserves nothing.
+Result<std::map<int, std::uint64_t>> read_zone_reserves(const HostPaths& paths) {
+  const fs::path file = paths.proc / "zoneinfo";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::map<int, std::uint64_t>{};
+  auto text = read_text(file);
+  if (!text) return std::unexpected(text.error());
+  const long page = sysconf(_SC_PAGESIZE);
+  return parse_zone_reserves(*text, page > 0 ? static_cast<std::uint64_t>(page) : 4096,
+                             file.string());
+}
+
 }  // namespace
+
+Result<std::map<int, std::uint64_t>> parse_zone_reserves(std::string_view text,
+                                                         std::uint64_t page_bytes,
+                                                         std::string_view what) {
+  std::map<int, std::vector<Zone>> zones;
+  Zone* zone = nullptr;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  std::size_t line_no = 0;
+  const auto bad = [&](std::string_view why) {
+    return fail(fmt::format("{}:{}: {}: '{}'", what, line_no, why, line.substr(0, 80)));
+  };
+  while (std::getline(lines, line)) {
+    ++line_no;
+    std::istringstream in(line);
+    std::string first;
+    if (!(in >> first)) continue;
+    if (first == "Node") {
+      // "Node 0, zone      DMA"
+      std::string id_word;
+      std::string zone_word;
+      std::string name;
+      in >> id_word >> zone_word >> name;
+      if (id_word.empty() || id_word.back() != ',' || zone_word != "zone" || name.empty()) {
+        return bad("expected 'Node N, zone NAME'");
+      }
+      id_word.pop_back();
+      auto id = number(id_word);
+      if (!id || *id > 1U << 20) return bad("expected 'Node N, zone NAME'");
+      auto& list = zones[static_cast<int>(*id)];
+      list.push_back(Zone{.name = name});
+      zone = &list.back();
+      continue;
+    }
+    if (zone == nullptr) continue;  // before the first zone
+    std::string word;
+    if (first == "pages" && (in >> word) && word == "free") {
+      std::optional<std::uint64_t> v;
+      if (in >> word) v = number(word);
+      if (!v) return bad("malformed 'pages free'");
+      zone->free = v;
+    } else if (first == "high" || first == "boost") {
+      std::optional<std::uint64_t> v;
+      if (in >> word) v = number(word);
+      if (!v) return bad("malformed watermark");
+      if (first == "high") {
+        zone->high = v;
+      } else {
+        zone->boost = v.value_or(0);
+      }
+    } else if (first == "protection:") {
+      std::string rest;
+      std::getline(in, rest);
+      auto p = protection_list(rest);
+      if (!p) return bad("malformed protection");
+      zone->protection = std::move(*p);
+    }
+  }
+  std::map<int, std::uint64_t> out;
+  for (const auto& [node, list] : zones) {
+    // Movable allocations (user pages) are held to the lowmem reserve of the
+    // highest zone they may use: ZONE_MOVABLE, the node's "Movable" zone.
+    auto movable = std::ranges::find(list, std::string("Movable"), &Zone::name);
+    const std::size_t idx =
+        movable != list.end() ? static_cast<std::size_t>(movable - list.begin()) : list.size() - 1;
+    std::uint64_t pages = 0;
+    for (const auto& z : list) {
+      if (!z.free || !z.high) {
+        return fail(fmt::format("{}: node {} zone {} has no 'pages free' or 'high' line", what,
+                                node, z.name));
+      }
+      const std::uint64_t keep =
+          *z.high + z.boost + (idx < z.protection.size() ? z.protection[idx] : 0);
+      pages += std::min(*z.free, keep);
+    }
+    out[node] = pages * page_bytes;
+  }
+  return out;
+}
 
 Result<policy::Topology> read_topology(const HostPaths& paths) {
   const fs::path node_dir = paths.sys / "devices/system/node";
@@ -94,6 +221,8 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
 
   auto tiers = read_memory_tiers(paths.sys / "devices/virtual/memory_tiering");
   if (!tiers) return std::unexpected(tiers.error());
+  auto reserves = read_zone_reserves(paths);
+  if (!reserves) return std::unexpected(reserves.error());
 
   policy::Topology topo;
   for (int id : *online) {
@@ -116,6 +245,9 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
     if (!free) return std::unexpected(free.error());
     node.mem_total_bytes = *total;
     node.mem_free_bytes = *free;
+    if (auto it = reserves->find(id); it != reserves->end()) {
+      node.mem_reserved_bytes = std::min(it->second, *free);
+    }
 
     const fs::path distance = dir / "distance";
     auto dist = read_distances(distance);

@@ -2,7 +2,7 @@
 // same bytes (a process controls its own cmdline, comm and maps; the rest is
 // the kernel's, but a parser must not trust a format blindly either): cmdline,
 // cgroup, maps, numa_maps, id lists, node meminfo and distance, the HMAT
-// access files (one number), /proc/PID/stat and /proc/vmstat. kvtier has no
+// access files (one number), /proc/PID/stat, /proc/vmstat and /proc/zoneinfo. kvtier has no
 // /proc/PID/status parser. Seeds: tests/fixtures/procfs, tests/fixtures/topology.
 
 #include <cstddef>
@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)parse_id_list(text, "nodelist");
   (void)parse_meminfo_field(text, "MemTotal", "meminfo");
   (void)parse_distances(text, "distance");
+  (void)parse_zone_reserves(text, 4096, "zoneinfo");
   (void)parse_u64(text, "read_latency");
   (void)kvtier::bench::parse_proc_stat(text);
   (void)kvtier::bench::parse_vmstat(text, {});

@@ -1015,6 +1015,48 @@ TEST(Recording, ACutShortLastRecordIsDroppedAndSaid) {
   EXPECT_THAT(bad.error().message, StartsWith("bad.kvtrec: not a kvtier recording"));
 }
 
+// A topology record keeps each node's reserved free memory (format version 2);
+// a version 1 file, whose topology records end before it, reads with none.
+TEST(Recording, TopologyKeepsTheReserveAndVersionOneStillReads) {
+  policy::Topology topo;
+  topo.nodes.push_back(policy::NumaNode{.id = 0,
+                                        .cpus = {0},
+                                        .mem_total_bytes = 64 * kMiB,
+                                        .mem_free_bytes = 20 * kMiB,
+                                        .mem_reserved_bytes = 15 * kMiB,
+                                        .distance = {{0, 10}}});
+  const std::vector<std::uint8_t> payload = encode(RecTopology{.topology = topo});
+  const auto file_of = [](std::uint32_t version, std::span<const std::uint8_t> body) {
+    std::vector<std::uint8_t> out(kRecordingMagic, kRecordingMagic + 8);
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(version >> (8 * i)));
+    out.resize(16, 0);
+    out.push_back(static_cast<std::uint8_t>(RecordType::kTopology));
+    const auto len = static_cast<std::uint32_t>(body.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(len >> (8 * i)));
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  };
+  auto v2 = parse_recording(file_of(2, payload), "v2.kvtrec");
+  ASSERT_TRUE(v2) << v2.error().message;
+  ASSERT_EQ(v2->records.size(), 1U);
+  const auto& n2 = std::get<RecTopology>(v2->records[0]).topology.nodes.at(0);
+  EXPECT_EQ(n2.mem_free_bytes, 20 * kMiB);
+  EXPECT_EQ(n2.mem_reserved_bytes, 15 * kMiB);
+
+  // Version 1: the same record without the node's last u64.
+  auto v1 = parse_recording(
+      file_of(1, std::span<const std::uint8_t>(payload).first(payload.size() - 8)), "v1.kvtrec");
+  ASSERT_TRUE(v1) << v1.error().message;
+  const auto& n1 = std::get<RecTopology>(v1->records[0]).topology.nodes.at(0);
+  EXPECT_EQ(n1.mem_free_bytes, 20 * kMiB);
+  EXPECT_EQ(n1.mem_reserved_bytes, 0U);
+  // A version 2 body read as version 1 has 8 bytes left over: malformed, not misread.
+  EXPECT_FALSE(parse_recording(file_of(1, payload), "v1.kvtrec"));
+  auto v9 = parse_recording(file_of(9, payload), "v9.kvtrec");
+  ASSERT_FALSE(v9);
+  EXPECT_THAT(v9.error().message, HasSubstr("version 9, this kvtierctl reads versions 1 to 2"));
+}
+
 TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";

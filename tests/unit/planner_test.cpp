@@ -301,6 +301,38 @@ TEST(Planner, APromotionTickExchangesTheSpareForWhatWaits) {
   EXPECT_EQ(p.moves[1].to_node, 0);
 }
 
+// Free memory the kernel keeps (below its zones' watermarks, /proc/zoneinfo) is
+// no room: the same DRAM that takes a waiting page takes none once its free
+// memory is reserved, and the room pass demotes for the headroom instead.
+TEST(Planner, FreeMemoryTheKernelKeepsIsNoRoom) {
+  Fixture f;
+  f.topo = dram_and_cxl((16ULL << 20) + 2 * kPageSize);  // min_free plus two pages
+  f.snap.limits.dram_headroom = 0;
+  auto& t = f.table();
+  t.track(pages(0, 2), 0, kNow - 100 * kSec);  // idle for more than the cold age
+  t.track(pages(100, 2), 1, kNow - 500 * kSec);
+  t.mark_moved(pages(100, 2), 1, kNow - 60 * kSec, true);
+  for (std::uint64_t i = 100; i < 102; ++i) {
+    t.add(AccessSample{.addr = pages(i, 1).start, .time = kNow - kSec});
+  }
+  Plan p = f.run();
+  EXPECT_EQ(p.promote_bytes, 2 * kPageSize);
+  EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), 0U) << "the room is there";
+
+  f.topo.nodes[0].mem_reserved_bytes = 2 * kPageSize;
+  EXPECT_EQ(f.topo.nodes[0].usable_free_bytes(), 16ULL << 20);
+  p = f.run();
+  EXPECT_EQ(p.promote_bytes, 2 * kPageSize);
+  EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), 2 * kPageSize)
+      << "the idle pages make the room the kernel's reserve took";
+  ASSERT_EQ(p.moves.size(), 2U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 2));
+  EXPECT_EQ(p.moves[0].to_node, 1);
+
+  f.topo.nodes[0].mem_reserved_bytes = 1ULL << 40;  // more than is free: none usable
+  EXPECT_EQ(f.topo.nodes[0].usable_free_bytes(), 0U);
+}
+
 // DRAM full, nothing idle for cold_age: pages idle for half the cold age or more
 // make room for what waits on the slow node (an exchange), coldest first; pages
 // idle for less stay, and without anything waiting no warm page moves.

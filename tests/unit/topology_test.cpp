@@ -146,6 +146,103 @@ policy::NumaNode node(int id, std::vector<int> cpus, std::map<int, int> dist,
                           .memory_tier = tier};
 }
 
+// /proc/zoneinfo as the 6.12 benchmark guest prints it (trimmed): every node
+// lists every zone, populated or not (a zone's protection entries follow that
+// order); node 0 has DMA and DMA32, node 1 Normal only; pagesets' "high:" lines
+// are not the watermark.
+constexpr const char* kZoneinfo = R"(Node 0, zone      DMA
+  per-node stats
+      nr_inactive_anon 10
+  pages free     3776
+        boost    0
+        min      190
+        low      237
+        high     284
+        promo    331
+        managed  3840
+        protection: (0, 1918, 1918, 1918, 1918)
+  pagesets
+    cpu: 0
+              count:    0
+              high:     0
+Node 0, zone    DMA32
+  pages free     30155
+        boost    100
+        min      2434
+        low      3042
+        high     3650
+        managed  50682
+        protection: (0, 0, 0, 0, 0)
+  pagesets
+    cpu: 0
+              count:    57
+              high:     378
+Node 0, zone   Normal
+  pages free     0
+        boost    0
+        high     0
+        protection: (0, 0, 0, 0, 0)
+Node 0, zone  Movable
+  pages free     0
+        boost    0
+        high     32
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone      DMA
+  pages free     0
+        boost    0
+        high     0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone    DMA32
+  pages free     0
+        boost    0
+        high     0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone   Normal
+  pages free     1000
+        boost    0
+        high     1500
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone  Movable
+  pages free     0
+        boost    0
+        high     0
+        protection: (0, 0, 0, 0, 0)
+)";
+
+TEST(ZoneReserves, FreeUpToTheHighWatermarkBoostAndMovableReserve) {
+  auto r = agent::parse_zone_reserves(kZoneinfo, 4096, "zoneinfo");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 2U);
+  // Node 0: DMA min(3776, 284 + 1918) + DMA32 min(30155, 3650 + 100) + Normal 0 + Movable 0.
+  EXPECT_EQ(r->at(0), (2202U + 3750U) * 4096);
+  // Node 1: Normal has less free than its high watermark: all of it is reserved.
+  EXPECT_EQ(r->at(1), 1000U * 4096);
+}
+
+TEST(ZoneReserves, MalformedZoneinfoIsNamed) {
+  for (const char* text : {"Node x, zone DMA\n  pages free 1\n  high 1\n",
+                           "Node 0, zone DMA\n  pages free many\n        high 1\n",
+                           "Node 0, zone DMA\n  pages free 1\n        protection: (0, x)\n",
+                           "Node 0, zone DMA\n  pages free 1\n"}) {
+    auto r = agent::parse_zone_reserves(text, 4096, "/proc/zoneinfo");
+    ASSERT_FALSE(r) << text;
+    EXPECT_NE(r.error().message.find("/proc/zoneinfo"), std::string::npos) << r.error().message;
+  }
+}
+
+// This host's own /proc/zoneinfo and sysfs: every node gets its reserve, never
+// more than its free memory, and on node 0 some (its high watermarks are not 0).
+TEST(ZoneReserves, ThisHostsZoneinfoReadsBack) {
+  auto topo = read_topology(HostPaths{});
+  ASSERT_TRUE(topo) << topo.error().message;
+  ASSERT_FALSE(topo->nodes.empty());
+  for (const auto& n : topo->nodes) {
+    EXPECT_LE(n.mem_reserved_bytes, n.mem_free_bytes) << "node " << n.id;
+    EXPECT_EQ(n.usable_free_bytes(), n.mem_free_bytes - n.mem_reserved_bytes);
+  }
+  EXPECT_GT(topo->nodes[0].mem_reserved_bytes, 0U);
+}
+
 TEST(ClassifyNodes, SameTierCpuLessNodeIsNotATarget) {
   policy::Topology t{
       .nodes = {node(0, {0}, {{0, 10}, {1, 20}}, 4), node(1, {}, {{0, 20}, {1, 10}}, 4)}};
