@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -130,6 +131,10 @@ struct GroupWork {
   std::vector<Ranked> order;
   std::vector<bool> order_taken;
   std::size_t exchange_from = 0;  // order[..exchange_from) holds no exchangeable unit left
+  // Per destination node: the exchangeable bytes a whole scan found when it fell
+  // short. Units only leave the order, so a deficit above it fails without
+  // another scan (thousands of waiting pages would each scan every spare unit).
+  std::map<int, std::uint64_t> exchange_short;
   GroupWork(std::size_t i, const GroupConfig* c, GroupRules r, std::size_t k)
       : index(i), cfg(c), rules(std::move(r)), cold(k), cooling(k), warm(k), hot(k) {}
 };
@@ -520,6 +525,9 @@ class Planner {
       return r.kind != Kind::kWarm || g.order_taken[i] ||
              !g.rules.exchangeable(key_access(r.c.key));
     };
+    if (auto it = g.exchange_short.find(to); it != g.exchange_short.end() && deficit > it->second) {
+      return false;
+    }
     while (g.exchange_from < g.order.size() && gone(g.exchange_from)) ++g.exchange_from;
     for (std::size_t i = g.exchange_from; i < g.order.size() && found < deficit; ++i) {
       const Ranked& r = g.order[i];
@@ -527,7 +535,13 @@ class Planner {
       pick.push_back(i);
       found += r.c.bytes();
     }
-    if (found < deficit || budget_out_ || budget_ < found + bytes) return false;
+    if (found < deficit) {
+      // Every exchangeable unit left was counted: an upper bound from now on
+      // (units only leave the order, and the plan's time stands still).
+      g.exchange_short[to] = found;
+      return false;
+    }
+    if (budget_out_ || budget_ < found + bytes) return false;
     for (const std::size_t i : pick) {
       const Cand& w = g.order[i].c;
       if (!take(w, g.rules.demotion_dest(to), Why::kExchange, true)) return false;
