@@ -241,10 +241,12 @@ void BM_PromotionTickDramFull(benchmark::State& state) {
   const std::vector<GroupConfig> groups{g};
   HeatTable table(HeatParams{.half_life = g.policy.half_life});
   const std::uint64_t base = 0x7f0000000000;
-  constexpr std::uint64_t kWarm = 2 * 1024;
-  constexpr std::uint64_t kWaiting = 16 * 1024;
+  constexpr std::uint64_t kWarm = 2048;
+  constexpr std::uint64_t kWaiting = 16384;
   std::vector<PromotionCandidate> spare;
   std::vector<PromotionCandidate> cands;
+  spare.reserve(kWarm);
+  cands.reserve(kWaiting);
   for (std::uint64_t p = 0; p < kWarm; ++p) {
     table.track({base + p * kPageSize, base + (p + 1) * kPageSize}, 0, kNow - 9 * kSec);
   }
@@ -275,7 +277,7 @@ void BM_PromotionTickDramFull(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
   }
   state.counters["waiting"] = static_cast<double>(kWaiting);
-  state.counters["promoted_pages"] = static_cast<double>(promoted / kPageSize);
+  state.counters["promoted_pages"] = static_cast<double>(promoted) / kPageSize;
 }
 
 BENCHMARK(BM_Plan)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->MinTime(2.0);
