@@ -77,6 +77,24 @@ constexpr TimeNs kNow = 10'000 * kSec;
 // A KV cache: 16 GiB over `targets` processes, 75% on DRAM and 25% already on
 // the CXL node; 5% of pages hot (read at every step), 15% warm, the rest idle
 // for seconds to an hour (finished sequences kept for prefix reuse).
+// Node 0: 64 GiB of DRAM with CPUs, `dram_free` of it free; node 1: 64 GiB of
+// CPU-less memory in a lower tier, 56 GiB free.
+Topology dram_and_cxl(std::uint64_t dram_free) {
+  Topology t;
+  t.nodes.push_back(NumaNode{.id = 0,
+                             .cpus = {0, 1},
+                             .mem_total_bytes = 64 * kGiB,
+                             .mem_free_bytes = dram_free,
+                             .distance = {{0, 10}, {1, 20}},
+                             .memory_tier = 4});
+  t.nodes.push_back(NumaNode{.id = 1,
+                             .mem_total_bytes = 64 * kGiB,
+                             .mem_free_bytes = 56 * kGiB,
+                             .distance = {{0, 20}, {1, 10}},
+                             .memory_tier = 22});
+  return t;
+}
+
 struct World {
   Topology topo;
   std::vector<GroupConfig> groups;
@@ -85,17 +103,7 @@ struct World {
   LimitsConfig limits;
 
   explicit World(std::size_t ntargets) {
-    topo.nodes.push_back(NumaNode{.id = 0,
-                                  .cpus = {0, 1},
-                                  .mem_total_bytes = 64 * kGiB,
-                                  .mem_free_bytes = 8 * kGiB,
-                                  .distance = {{0, 10}, {1, 20}},
-                                  .memory_tier = 4});
-    topo.nodes.push_back(NumaNode{.id = 1,
-                                  .mem_total_bytes = 64 * kGiB,
-                                  .mem_free_bytes = 56 * kGiB,
-                                  .distance = {{0, 20}, {1, 10}},
-                                  .memory_tier = 22});
+    topo = dram_and_cxl(8 * kGiB);
     for (int g = 0; g < 4; ++g) {
       GroupConfig gc{.name = fmt::format("g{}", g), .priority = g, .select = {.pid = {1}}};
       gc.policy.cold_age = 120 * kSec;
@@ -224,18 +232,7 @@ void BM_NaiveFullSort(benchmark::State& state) {
 // needs, so the exchange falls short for every waiting page. It remembers a
 // whole scan that fell short: one scan, not one per waiting page.
 void BM_PromotionTickDramFull(benchmark::State& state) {
-  Topology topo;
-  topo.nodes.push_back(NumaNode{.id = 0,
-                                .cpus = {0, 1},
-                                .mem_total_bytes = 64 * kGiB,
-                                .mem_free_bytes = 0,
-                                .distance = {{0, 10}, {1, 20}},
-                                .memory_tier = 4});
-  topo.nodes.push_back(NumaNode{.id = 1,
-                                .mem_total_bytes = 64 * kGiB,
-                                .mem_free_bytes = 56 * kGiB,
-                                .distance = {{0, 20}, {1, 10}},
-                                .memory_tier = 22});
+  const Topology topo = dram_and_cxl(0);
   GroupConfig g{.name = "g", .select = {.pid = {1}}};
   g.policy.cold_age = 10 * kSec;
   const std::vector<GroupConfig> groups{g};
