@@ -1,7 +1,5 @@
 #include "agent/daemon/view_commands.hpp"
 
-#include <time.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <expected>
@@ -37,16 +35,9 @@ Result<Pid> pid_of(const json& args) {
   return static_cast<Pid>(*pid);
 }
 
-std::uint64_t process_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 json recording_json(const RecordingWriter* w, std::uint64_t daemon_cpu_at_start) {
   if (w == nullptr) return json{{"recording", false}};
-  const std::uint64_t daemon_cpu = process_cpu_ns() - daemon_cpu_at_start;
+  const std::uint64_t daemon_cpu = process_cpu_now() - daemon_cpu_at_start;
   return json{{"recording", w->open()},
               {"path", w->path().string()},
               {"bytes", w->bytes()},
@@ -81,7 +72,7 @@ void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controll
 
 void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& controller,
                              const Clock& clock) {
-  auto cpu_at_start = std::make_shared<std::uint64_t>(process_cpu_ns());
+  auto cpu_at_start = std::make_shared<std::uint64_t>(process_cpu_now());
   daemon.register_command(
       "record",
       [controller, clock, cpu_at_start](const json& args, const PeerCred&) -> Result<json> {
@@ -102,7 +93,7 @@ void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& 
               !ok) {
             return std::unexpected(ok.error());
           }
-          *cpu_at_start = process_cpu_ns();
+          *cpu_at_start = process_cpu_now();
         } else if (action == "stop") {
           controller->stop_recording();
         } else if (action != "status") {

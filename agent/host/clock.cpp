@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include <sys/resource.h>
 #include <time.h>
 
 #include "policy/types.hpp"
@@ -26,13 +25,14 @@ TimeNs thread_cpu_now() {
   return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
 }
 
+TimeNs process_cpu_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000ULL + static_cast<TimeNs>(ts.tv_nsec);
+}
+
 double process_cpu_seconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(ru.ru_utime) + seconds(ru.ru_stime);
+  return static_cast<double>(process_cpu_now()) / 1e9;
 }
 
 }  // namespace kvtier::agent

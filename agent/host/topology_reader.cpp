@@ -87,11 +87,10 @@ struct Zone {
   std::vector<std::uint64_t> protection;
 };
 
+// One word of zoneinfo as a number (parse_u64); nullopt if it is none.
 std::optional<std::uint64_t> number(std::string_view word) {
-  std::uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
-  if (ec != std::errc{} || ptr != word.data() + word.size()) return std::nullopt;
-  return v;
+  auto v = parse_u64(word, "zoneinfo");
+  return v ? std::optional<std::uint64_t>(*v) : std::nullopt;
 }
 
 // "(0, 1918, 1918, 1918, 1918)" -> its numbers.
