@@ -123,9 +123,14 @@ fs::path make_tiered_root(Fixture& host) {
   return root;
 }
 
+// [tiering] "keep": the fake sysfs has a demotion node but /proc and debugfs
+// are this host's own, and a daemon this test must kill could not put the
+// host's knobs back (its journal is in the test's temporary directory).
 std::string good_config(int variant) {
   return "[daemon]\ninterval = \"" + std::string(variant == 0 ? "200ms" : "300ms") +
          "\"\n[telemetry]\nsocket_group = \"root\"\n[limits]\nmin_free = \"0B\"\n"
+         "[tiering]\nnuma_balancing = \"keep\"\npromote_threshold = \"keep\"\n"
+         "scan_period_min = \"keep\"\nscan_period_max = \"keep\"\nscan_size = \"keep\"\n"
          "[[group]]\nname = \"stress" +
          std::to_string(variant) +
          "\"\n[group.select]\ncomm = [\"^kvtier-stress\"]\n[group.policy]\ncold_age = \"1s\"\n"
@@ -279,6 +284,7 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
   const fs::path root = make_tiered_root(dir);
   const fs::path conf = dir.path() / "k.toml";
   const fs::path sock = dir.path() / "k.sock";
+  const std::string balancing = slurp("/proc/sys/kernel/numa_balancing");
   std::ofstream(conf) << good_config(0);
   Kvtierd d({"--foreground", "--root", root.string(), "--config", conf.string(), "--socket",
              sock.string()},
@@ -402,6 +408,7 @@ TEST(StressTest, SocketAbuseReloadStormAndExitingTargets) {
   EXPECT_TRUE(kill(d.pid, 0) == 0);
   ASSERT_EQ(kill(d.pid, SIGTERM), 0);
   EXPECT_EQ(d.wait_exit(10s), 0) << slurp(d.log).substr(0, 3000);
+  EXPECT_EQ(slurp("/proc/sys/kernel/numa_balancing"), balancing) << "[tiering] keeps the host's";
 }
 
 }  // namespace
