@@ -10,3 +10,8 @@ target_link_libraries(recording_bench PRIVATE agent_replay kvtier_warnings)
 # Cuts a recording for a test fixture (tests/fixtures/recording/README.md).
 add_executable(recording_cut ${CMAKE_CURRENT_SOURCE_DIR}/recording_cut.cpp)
 target_link_libraries(recording_cut PRIVATE agent_recording kvtier_warnings)
+
+# read_topology against refresh_node_memory (a promotion tick's read) on this
+# host's real /sys and /proc.
+add_executable(host_bench ${CMAKE_CURRENT_SOURCE_DIR}/host_bench.cpp)
+target_link_libraries(host_bench PRIVATE agent_host benchmark::benchmark kvtier_warnings)

@@ -259,6 +259,14 @@ Result<void> Controller::read_topology_now() {
   return {};
 }
 
+// Between cycles only free memory changes that matters to a promotion: read
+// that (refresh_node_memory), and the whole topology if a node went away.
+Result<void> Controller::refresh_memory_now() {
+  if (deps_.topology || state_.topology.nodes.empty()) return read_topology_now();
+  if (auto ok = refresh_node_memory(deps_.paths, state_.topology); ok) return ok;
+  return read_topology_now();
+}
+
 Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   if (auto ok = read_topology_now(); !ok) return ok;
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });
@@ -448,7 +456,7 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   rec(now, [&] { return RecStep{.now = now, .kind = StepKind::kPromote, .paused = ctx.paused}; });
   ingest(now, telemetry);
   clock.charge(LoopPhase::kSources);
-  auto topo = read_topology_now();
+  auto topo = refresh_memory_now();
   clock.charge(LoopPhase::kDiscover);
   if (!topo) return topo;
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });

@@ -160,6 +160,7 @@ class Controller {
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
   Result<void> read_topology_now();
+  Result<void> refresh_memory_now();
   [[nodiscard]] bool recording_open() const { return recording_ && recording_->open(); }
   // Appends the record `make()` builds to the recording, if one runs; without one nothing is
   // built (a step's batches, plan and topology are not copied for nothing).

@@ -93,16 +93,23 @@ std::optional<std::uint64_t> number(std::string_view word) {
   return v ? std::optional<std::uint64_t>(*v) : std::nullopt;
 }
 
+// The next word of `rest` (split at spaces, tabs and the characters in
+// `also`), which loses it; empty at the end.
+std::string_view next_word(std::string_view& rest, std::string_view also = {}) {
+  const auto sep = [&](char c) { return c == ' ' || c == '\t' || also.find(c) != also.npos; };
+  std::size_t i = 0;
+  while (i < rest.size() && sep(rest[i])) ++i;
+  std::size_t j = i;
+  while (j < rest.size() && !sep(rest[j])) ++j;
+  const std::string_view word = rest.substr(i, j - i);
+  rest.remove_prefix(j);
+  return word;
+}
+
 // "(0, 1918, 1918, 1918, 1918)" -> its numbers.
 std::optional<std::vector<std::uint64_t>> protection_list(std::string_view text) {
   std::vector<std::uint64_t> out;
-  std::string s(text);
-  std::ranges::replace(s, '(', ' ');
-  std::ranges::replace(s, ')', ' ');
-  std::ranges::replace(s, ',', ' ');
-  std::istringstream in(s);
-  std::string word;
-  while (in >> word) {
+  for (auto word = next_word(text, "(),"); !word.empty(); word = next_word(text, "(),")) {
     auto v = number(word);
     if (!v) return std::nullopt;
     out.push_back(*v);
@@ -123,6 +130,23 @@ Result<std::map<int, std::uint64_t>> read_zone_reserves(const HostPaths& paths) 
                              file.string());
 }
 
+// The node's meminfo (total, free) and its reserve from `reserves`.
+Result<void> read_node_memory(const fs::path& dir, const std::map<int, std::uint64_t>& reserves,
+                              policy::NumaNode& node) {
+  const fs::path meminfo = dir / "meminfo";
+  auto mem = read_text(meminfo);
+  if (!mem) return std::unexpected(mem.error());
+  auto total = parse_meminfo_field(*mem, "MemTotal", meminfo.string());
+  if (!total) return std::unexpected(total.error());
+  auto free = parse_meminfo_field(*mem, "MemFree", meminfo.string());
+  if (!free) return std::unexpected(free.error());
+  node.mem_total_bytes = *total;
+  node.mem_free_bytes = *free;
+  auto it = reserves.find(node.id);
+  node.mem_reserved_bytes = it != reserves.end() ? std::min(it->second, *free) : 0;
+  return {};
+}
+
 }  // namespace
 
 Result<std::map<int, std::uint64_t>> parse_zone_reserves(std::string_view text,
@@ -130,53 +154,51 @@ Result<std::map<int, std::uint64_t>> parse_zone_reserves(std::string_view text,
                                                          std::string_view what) {
   std::map<int, std::vector<Zone>> zones;
   Zone* zone = nullptr;
-  std::istringstream lines{std::string(text)};
-  std::string line;
   std::size_t line_no = 0;
+  std::string_view line;
   const auto bad = [&](std::string_view why) {
     return fail(fmt::format("{}:{}: {}: '{}'", what, line_no, why, line.substr(0, 80)));
   };
-  while (std::getline(lines, line)) {
+  // The number that is the next word of `rest`.
+  const auto value = [](std::string_view rest) { return number(next_word(rest)); };
+  while (!text.empty()) {
     ++line_no;
-    std::istringstream in(line);
-    std::string first;
-    if (!(in >> first)) continue;
+    const std::size_t nl = text.find('\n');
+    line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    std::string_view rest = line;
+    const std::string_view first = next_word(rest);
+    if (first.empty()) continue;
     if (first == "Node") {
       // "Node 0, zone      DMA"
-      std::string id_word;
-      std::string zone_word;
-      std::string name;
-      in >> id_word >> zone_word >> name;
+      std::string_view id_word = next_word(rest);
+      const std::string_view zone_word = next_word(rest);
+      const std::string_view name = next_word(rest);
       if (id_word.empty() || id_word.back() != ',' || zone_word != "zone" || name.empty()) {
         return bad("expected 'Node N, zone NAME'");
       }
-      id_word.pop_back();
+      id_word.remove_suffix(1);
       auto id = number(id_word);
       if (!id || *id > 1U << 20) return bad("expected 'Node N, zone NAME'");
       auto& list = zones[static_cast<int>(*id)];
-      list.push_back(Zone{.name = name});
+      list.push_back(Zone{.name = std::string(name)});
       zone = &list.back();
       continue;
     }
     if (zone == nullptr) continue;  // before the first zone
-    std::string word;
-    if (first == "pages" && (in >> word) && word == "free") {
-      std::optional<std::uint64_t> v;
-      if (in >> word) v = number(word);
-      if (!v) return bad("malformed 'pages free'");
-      zone->free = v;
+    if (first == "pages") {
+      if (next_word(rest) != "free") continue;
+      zone->free = value(rest);
+      if (!zone->free) return bad("malformed 'pages free'");
     } else if (first == "high" || first == "boost") {
-      std::optional<std::uint64_t> v;
-      if (in >> word) v = number(word);
+      auto v = value(rest);
       if (!v) return bad("malformed watermark");
       if (first == "high") {
         zone->high = v;
       } else {
-        zone->boost = v.value_or(0);
+        zone->boost = *v;
       }
     } else if (first == "protection:") {
-      std::string rest;
-      std::getline(in, rest);
       auto p = protection_list(rest);
       if (!p) return bad("malformed protection");
       zone->protection = std::move(*p);
@@ -235,18 +257,7 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
     if (!cpus) return std::unexpected(cpus.error());
     node.cpus = std::move(*cpus);
 
-    const fs::path meminfo = dir / "meminfo";
-    auto mem = read_text(meminfo);
-    if (!mem) return std::unexpected(mem.error());
-    auto total = parse_meminfo_field(*mem, "MemTotal", meminfo.string());
-    if (!total) return std::unexpected(total.error());
-    auto free = parse_meminfo_field(*mem, "MemFree", meminfo.string());
-    if (!free) return std::unexpected(free.error());
-    node.mem_total_bytes = *total;
-    node.mem_free_bytes = *free;
-    if (auto it = reserves->find(id); it != reserves->end()) {
-      node.mem_reserved_bytes = std::min(it->second, *free);
-    }
+    if (auto ok = read_node_memory(dir, *reserves, node); !ok) return std::unexpected(ok.error());
 
     const fs::path distance = dir / "distance";
     auto dist = read_distances(distance);
@@ -270,17 +281,21 @@ Result<policy::Topology> read_topology(const HostPaths& paths) {
 
 Result<std::uint64_t> parse_meminfo_field(std::string_view text, std::string_view field,
                                           std::string_view what) {
-  std::istringstream lines{std::string(text)};
-  std::string line;
   const std::string key = fmt::format("{}:", field);
-  while (std::getline(lines, line)) {
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     const auto at = line.find(key);
-    if (at == std::string::npos) continue;
-    std::istringstream rest(line.substr(at + key.size()));
+    if (at == std::string_view::npos) continue;
+    std::string_view rest = line.substr(at + key.size());
+    const std::string_view digits = next_word(rest);
+    const std::string_view unit = next_word(rest);
     std::uint64_t value = 0;
-    std::string unit;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     // Bytes must fit in 64 bits: kB above 2^54 would wrap.
-    if (!(rest >> value >> unit) || unit != "kB" || value > (~std::uint64_t{0} >> 10)) {
+    if (digits.empty() || ec != std::errc{} || ptr != digits.data() + digits.size() ||
+        unit != "kB" || value > (~std::uint64_t{0} >> 10)) {
       return fail(fmt::format("{}: malformed line '{}'; expected '<number> kB'", what,
                               line.substr(0, 120)));
     }
@@ -303,6 +318,19 @@ Result<std::vector<int>> parse_distances(std::string_view text, std::string_view
     out.push_back(v);
   }
   return out;
+}
+
+Result<void> refresh_node_memory(const HostPaths& paths, policy::Topology& topo) {
+  const fs::path node_dir = paths.sys / "devices/system/node";
+  auto reserves = read_zone_reserves(paths);
+  if (!reserves) return std::unexpected(reserves.error());
+  for (auto& node : topo.nodes) {
+    if (auto ok = read_node_memory(node_dir / fmt::format("node{}", node.id), *reserves, node);
+        !ok) {
+      return ok;
+    }
+  }
+  return {};
 }
 
 }  // namespace kvtier::agent

@@ -20,6 +20,12 @@ namespace kvtier::agent {
 // malformed zoneinfo, is an error naming it.
 Result<policy::Topology> read_topology(const HostPaths& paths);
 
+// The memory of the nodes `topo` has (total, free, reserved) read again from
+// each node's meminfo and /proc/zoneinfo: 1 + N files where read_topology reads
+// about 6N + 4. What a promotion tick needs between the cycle's full reads. An
+// error names the file (a node that went offline: read the whole topology).
+Result<void> refresh_node_memory(const HostPaths& paths, policy::Topology& topo);
+
 // The parsers behind it, text in (for tests and fuzzing); `what` names the file.
 // "Node 0 MemTotal:       24609592 kB" -> bytes of the named field.
 Result<std::uint64_t> parse_meminfo_field(std::string_view text, std::string_view field,

@@ -784,6 +784,27 @@ TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
       seconds(at(LoopPhase::kMove) + at(LoopPhase::kResidency) + at(LoopPhase::kSources)));
 }
 
+// A promotion tick reads each node's free memory again and nothing else of
+// the topology (a cycle reads all of it): a distance file broken after the
+// step does not stop the tick, and the next step names it.
+TEST(Controller, PromotionTickReadsOnlyNodeMemoryAgain) {
+  Loop loop;
+  loop.step(kT0);
+  ASSERT_EQ(loop.ctl->state().topology.nodes.size(), 2U);
+  EXPECT_EQ(loop.ctl->state().topology.nodes[1].mem_free_bytes, 1011472ULL * 1024);
+  loop.host.write("sys/devices/system/node/node1/meminfo",
+                  "Node 1 MemTotal:        1029816 kB\nNode 1 MemFree:          500000 kB\n");
+  loop.host.write("sys/devices/system/node/node1/distance", "garbage\n");
+  auto tick = loop.ctl->promote_step(StepContext{.now = kT0 + kSec / 2}, loop.telemetry);
+  ASSERT_TRUE(tick) << tick.error().message;
+  EXPECT_EQ(loop.ctl->state().topology.nodes[1].mem_free_bytes, 500000ULL * 1024);
+  EXPECT_EQ(loop.ctl->state().topology.nodes[1].distance.at(1), 10);
+
+  auto step = loop.ctl->step(StepContext{.now = kT0 + kSec}, loop.telemetry);
+  ASSERT_FALSE(step);
+  EXPECT_NE(step.error().message.find("node1/distance"), std::string::npos) << step.error().message;
+}
+
 std::vector<std::uint8_t> recorded_plan_bytes(const Recording& rec) {
   std::vector<std::uint8_t> out;
   bool in_step = false;

@@ -230,6 +230,39 @@ TEST(ZoneReserves, MalformedZoneinfoIsNamed) {
   }
 }
 
+// A promotion tick reads only memory again: free and reserved change, the
+// rest of the topology is what the cycle's full read found; a node that went
+// away is an error naming its meminfo.
+TEST(RefreshNodeMemory, ReadsFreeAndReserveAgainAndNothingElse) {
+  Fixture tree;
+  tree.copy("topology/hmat-guest");
+  auto topo = read_topology(tree.paths());
+  ASSERT_TRUE(topo) << topo.error().message;
+  ASSERT_EQ(topo->nodes.size(), 2U);
+  EXPECT_EQ(topo->nodes[1].mem_free_bytes, 1011472ULL * 1024);
+  EXPECT_EQ(topo->nodes[1].mem_reserved_bytes, 0U);  // the fixture has no zoneinfo
+  const auto distance = topo->nodes[1].distance;
+  const auto cpus = topo->nodes[0].cpus;
+
+  tree.write("sys/devices/system/node/node1/meminfo",
+             "Node 1 MemTotal:        1029816 kB\nNode 1 MemFree:          500000 kB\n");
+  tree.write("proc/zoneinfo", kZoneinfo);
+  // Not read by a refresh: a broken distance file changes nothing.
+  tree.write("sys/devices/system/node/node1/distance", "garbage\n");
+  ASSERT_TRUE(agent::refresh_node_memory(tree.paths(), *topo));
+  EXPECT_EQ(topo->nodes[1].mem_total_bytes, 1029816ULL * 1024);
+  EXPECT_EQ(topo->nodes[1].mem_free_bytes, 500000ULL * 1024);
+  EXPECT_EQ(topo->nodes[1].mem_reserved_bytes, 1000U * 4096);  // Normal: all its free pages
+  EXPECT_EQ(topo->nodes[0].mem_reserved_bytes, (2202U + 3750U) * 4096);
+  EXPECT_EQ(topo->nodes[1].distance, distance);
+  EXPECT_EQ(topo->nodes[0].cpus, cpus);
+
+  tree.remove("sys/devices/system/node/node1");
+  auto gone = agent::refresh_node_memory(tree.paths(), *topo);
+  ASSERT_FALSE(gone);
+  EXPECT_NE(gone.error().message.find("node1/meminfo"), std::string::npos) << gone.error().message;
+}
+
 // This host's own /proc/zoneinfo and sysfs: every node gets its reserve, never
 // more than its free memory, and on node 0 some (its high watermarks are not 0).
 TEST(ZoneReserves, ThisHostsZoneinfoReadsBack) {
