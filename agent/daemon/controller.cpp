@@ -422,7 +422,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
     if (!error.empty()) spdlog::debug("residency of {}: {}", pid, error);
     if (t.heat->granularity() == policy::Granularity::kRegion) t.heat->compact(now);
     residency[pid] = t.bytes_per_node;
-    take_heat_events(t, now);
+    take_heat_events(t, now, telemetry);
   }
   telemetry.set_residency(residency);
 }
@@ -468,7 +468,7 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
       std::string error;
       refresh_touched(*t, now, &error);
     }
-    take_heat_events(*t, now);
+    take_heat_events(*t, now, telemetry);
     for (const auto& [addr, first] : t->first_slow_touch) {
       if (auto u = t->heat->at(addr, now)) cands.push_back({.target = i, .unit = *u});
     }
@@ -535,8 +535,11 @@ policy::Snapshot Controller::snapshot(TimeNs now) {
 }
 
 // What the heat table learnt about demoted pages this step, for the group's
-// feedback; pages the kernel promoted no longer wait for kvtier.
-void Controller::take_heat_events(Target& t, TimeNs now) {
+// feedback; pages the kernel promoted no longer wait for kvtier, and their wait
+// goes into the promotion latency as the kernel's: from the first sample on the
+// slow node to the residency read that found them in DRAM. The kernel promotes
+// in the fault path, so that is an upper bound, about one promotion tick over.
+void Controller::take_heat_events(Target& t, TimeNs now, Telemetry& telemetry) {
   const policy::HeatEvents ev = t.heat->take_events();
   GroupFeedback& fb = state_.feedback[t.group];
   fb.misdemoted_bytes += ev.misdemoted_bytes;
@@ -546,7 +549,10 @@ void Controller::take_heat_events(Target& t, TimeNs now) {
   const policy::NodeFacts facts(state_.topology);
   std::erase_if(t.first_slow_touch, [&](const auto& kv) {
     auto u = t.heat->at(kv.first, now);
-    return !u || !slow_for(facts, t.group, u->node);
+    if (!u) return true;  // no longer tracked
+    if (slow_for(facts, t.group, u->node)) return false;
+    if (u->node >= 0) observe_promotion(telemetry, "kernel", now, kv.second);
+    return true;
   });
 }
 
@@ -649,17 +655,23 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
   }
 }
 
-// Promotion latency: from the first page-level touch on the slow node to the move.
+// Promotion latency of kvtier's own: from the first page-level touch on the slow node to the move.
 void Controller::observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
                                     Telemetry& telemetry) {
   for (const auto& r : ranges) {
     auto it = t.first_slow_touch.lower_bound(r.start);
     while (it != t.first_slow_touch.end() && it->first < r.end) {
-      const TimeNs waited = now > it->second ? now - it->second : 0;
-      telemetry.observe("kvtier_promotion_latency_seconds", {}, static_cast<double>(waited) / 1e9);
+      observe_promotion(telemetry, "kvtier", now, it->second);
       it = t.first_slow_touch.erase(it);
     }
   }
+}
+
+void Controller::observe_promotion(Telemetry& telemetry, std::string_view by, TimeNs now,
+                                   TimeNs first_touch) {
+  const TimeNs waited = now > first_touch ? now - first_touch : 0;
+  telemetry.observe("kvtier_promotion_latency_seconds", {{"by", std::string(by)}},
+                    static_cast<double>(waited) / 1e9);
 }
 
 void Controller::record(TimeNs now, Telemetry& telemetry) {

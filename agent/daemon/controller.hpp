@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/daemon/daemon.hpp"
@@ -153,7 +154,10 @@ class Controller {
             Telemetry& telemetry);
   void observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
                           Telemetry& telemetry);
-  void take_heat_events(Target& t, TimeNs now);
+  void take_heat_events(Target& t, TimeNs now, Telemetry& telemetry);
+  // One promotion into kvtier_promotion_latency_seconds{by}: "kvtier" or "kernel".
+  static void observe_promotion(Telemetry& telemetry, std::string_view by, TimeNs now,
+                                TimeNs first_touch);
   [[nodiscard]] bool slow_for(const policy::NodeFacts& facts, std::size_t group, int node) const;
   void reset_feedback();
   void export_feedback(Telemetry& telemetry) const;

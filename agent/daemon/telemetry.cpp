@@ -75,7 +75,9 @@ Telemetry::Telemetry() {
   describe("kvtier_effective_cold_age_seconds", MetricKind::kGauge,
            "The cold age kvtier demotes at now: cold_age raised by mis-demotions, per group");
   describe("kvtier_promotion_latency_seconds", MetricKind::kHistogram,
-           "kvtier's own promotions: first access on the slow node to the page back in DRAM",
+           "Promotions, by who moved the page (kvtier, kernel): first page-level sample on the "
+           "slow node to the page back in DRAM (kernel: to the residency read that found it "
+           "there, an upper bound)",
            {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60});
   describe("kvtier_hot_bytes", MetricKind::kGauge,
            "Target bytes accessed within their group's effective cold age, per node");

@@ -784,6 +784,50 @@ TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
       seconds(at(LoopPhase::kMove) + at(LoopPhase::kResidency) + at(LoopPhase::kSources)));
 }
 
+double latency_sum(const Telemetry& telemetry, const std::string& by) {
+  for (const auto& f : telemetry.snapshot()) {
+    if (f.name != "kvtier_promotion_latency_seconds") continue;
+    for (const auto& s : f.series) {
+      if (s.labels == MetricLabels{{"by", by}}) return s.histogram.sum;
+    }
+  }
+  return 0.0;
+}
+
+// The promotion latency says who moved the page back. kvtier's own: the warm
+// MiB, demoted at t0 + 15 s and touched again at t0 + 25 s, goes back at that
+// step. The kernel's: a page of the cold part is in DRAM before kvtier's next
+// look (the fault path promoted it), its sample 300 ms old; the residency read
+// that finds it there ends the wait, and kvtier moves nothing for it.
+TEST(Controller, PromotionLatencyIsKvtiersOrTheKernels) {
+  constexpr std::uint64_t kPage = kCold.start + 16 * kPageSize;
+  Loop loop([](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    hot_warm_and_back(now, pids, out);
+    if (now != kT0 + 30 * kSec) return;
+    for (Pid pid : pids) {
+      out.samples.push_back(AccessSample{
+          .pid = pid, .addr = kPage, .time = now, .first_time = now - 300'000'000, .weight = 1});
+    }
+  });
+  loop.steps_until(kT0 + 29 * kSec);
+  ASSERT_EQ(loop.mem.bytes_on(kServer, kWarm, 0), kMiB) << "promoted by kvtier at t0 + 25 s";
+  ASSERT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
+  EXPECT_EQ(loop.telemetry.value("kvtier_promotion_latency_seconds", {{"by", "kvtier"}}),
+            static_cast<double>(kMiB / kPageSize));
+  EXPECT_DOUBLE_EQ(latency_sum(loop.telemetry, "kvtier"), 0.0)
+      << "sampled at the step that moved it";
+  EXPECT_EQ(loop.telemetry.value("kvtier_promotion_latency_seconds", {{"by", "kernel"}}), 0.0);
+
+  const std::size_t calls = loop.mover->calls.size();
+  loop.mem.place(kServer, {kPage, kPage + kPageSize}, 0);  // the kernel, at the fault
+  loop.step(kT0 + 30 * kSec);
+  EXPECT_EQ(loop.telemetry.value("kvtier_promotion_latency_seconds", {{"by", "kernel"}}), 1.0);
+  EXPECT_DOUBLE_EQ(latency_sum(loop.telemetry, "kernel"), 0.3);
+  EXPECT_EQ(loop.mover->calls.size(), calls) << "nothing left for kvtier to move";
+  EXPECT_EQ(loop.telemetry.value("kvtier_promotion_latency_seconds", {{"by", "kvtier"}}),
+            static_cast<double>(kMiB / kPageSize));
+}
+
 // A promotion tick reads each node's free memory again and nothing else of
 // the topology (a cycle reads all of it): a distance file broken after the
 // step does not stop the tick, and the next step names it.
