@@ -297,6 +297,7 @@ def analyse_mode(mode, events, meta):
     r["probe_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvtier_residenc"])
     r["agent_cpu_pct"] = 100 * r["agent_cpu_s"] / window if window > 0 else None
     r["move_cpu_share"] = move_cpu_share(first(events, "bench", "kvtierd_dump"))
+    r["promotion_latency"] = promotion_latency(first(events, "bench", "kvtierd_dump"))
     if EXCLUDED_CPU.get(mode):
         r["excluded_cpu_s"] = cpu_seconds(samples[0], samples[-1], EXCLUDED_CPU[mode])
         r["excluded_cpu_pct"] = 100 * r["excluded_cpu_s"] / window if window > 0 else None
@@ -358,6 +359,29 @@ def move_cpu_share(dump_event):
         return float(cpu["loop_seconds_by_phase"]["move"]) / total if total > 0 else None
     except (TypeError, KeyError, ValueError):
         return None
+
+
+def promotion_latency(dump_event):
+    """kvtierd's kvtier_promotion_latency_seconds at the end, by who promoted ("kvtier", "kernel"; a
+    kvtierd without the label: all "kvtier"): {by: {"count", "median_le", "within_5s"}}, where
+    median_le is the upper bound of the bucket that holds the median. {} without a dump or a
+    promotion."""
+    try:
+        family = json.loads(dump_event["dump"])["telemetry"]["kvtier_promotion_latency_seconds"]
+    except (TypeError, KeyError, ValueError):
+        return {}
+    out = {}
+    for s in family.get("series", []):
+        count = s.get("count", 0)
+        if count <= 0:
+            continue
+        buckets = [(float(b["le"]), b["count"]) for b in s["buckets"]]
+        median = next(le for le, c in buckets if c * 2 >= count)
+        within = next((c for le, c in buckets if le == 5.0), None)
+        out[s.get("labels", {}).get("by", "kvtier")] = {
+            "count": count, "median_le": median,
+            "within_5s": within / count if within is not None else None}
+    return out
 
 
 # --- several runs of a mode, and the oracle as the reference ---------------------------------
@@ -636,6 +660,12 @@ def details_md(results):
         out.append(f"- CPU over the window: kswapd {r['kswapd_cpu_s']:.2f} s, kdamond {r['kdamond_cpu_s']:.2f} s, "
                    f"kvsim {r['kvsim_cpu_s']:.2f} s, the probe itself {r['probe_cpu_s']:.2f} s "
                    f"(its move_pages query of the pool took {r['probe_query_ms']:.0f} ms a sample).")
+        lat = r.get("promotion_latency") or {}
+        if lat:
+            out.append("- Promotion latency (kvtierd's `kvtier_promotion_latency_seconds`, first sample on node 1 "
+                       "to the page back in DRAM; the kernel's to the read that found it there): " + "; ".join(
+                           f"{by}: {v['count']} pages, median at most {v['median_le']:g} s, "
+                           f"{pct(v['within_5s'])} within 5 s" for by, v in sorted(lat.items())) + ".")
         if r.get("numa_maps_bytes_by_node"):
             out.append(f"- Cross-check at the end: /proc/PID/numa_maps {fmt_nodes(r['numa_maps_bytes_by_node'])}, "
                        f"probe {fmt_nodes(r['probe_last_bytes_by_node'])}.")

@@ -127,6 +127,30 @@ class Counters(unittest.TestCase):
                                                  "dump": json.dumps({"loop": {}})}))
         self.assertIsNone(report.move_cpu_share(dump({"process_seconds": 0, "loop_seconds_by_phase": {"move": 0}})))
 
+    def test_promotion_latency_by_who_from_kvtierds_dump(self):
+        def bucket_list(counts):
+            les = [0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, "+Inf"]
+            return [{"le": le, "count": c} for le, c in zip(les, counts)]
+        family = {"series": [
+            {"labels": {"by": "kvtier"}, "count": 10, "sum": 30.0,
+             "buckets": bucket_list([0, 1, 2, 4, 5, 8, 10, 10, 10, 10])},
+            {"labels": {"by": "kernel"}, "count": 4, "sum": 1.0,
+             "buckets": bucket_list([1, 2, 3, 4, 4, 4, 4, 4, 4, 4])},
+            {"labels": {"by": "nobody"}, "count": 0, "sum": 0.0, "buckets": bucket_list([0] * 10)}]}
+        dump = {"src": "bench", "event": "kvtierd_dump",
+                "dump": json.dumps({"telemetry": {"kvtier_promotion_latency_seconds": family}})}
+        lat = report.promotion_latency(dump)
+        self.assertEqual(sorted(lat), ["kernel", "kvtier"])
+        # kvtier: 5 of 10 by 2 s (the median's bucket), 8 of 10 by 5 s.
+        self.assertEqual(lat["kvtier"], {"count": 10, "median_le": 2.0, "within_5s": 0.8})
+        self.assertEqual(lat["kernel"], {"count": 4, "median_le": 0.25, "within_5s": 1.0})
+        # An older kvtierd's series has no label: it was all kvtier's. No dump: nothing.
+        family["series"][0]["labels"] = {}
+        old = report.promotion_latency({"dump": json.dumps({"telemetry": {"kvtier_promotion_latency_seconds": family}})})
+        self.assertEqual(old["kvtier"]["count"], 10)
+        self.assertEqual(report.promotion_latency(None), {})
+        self.assertEqual(report.promotion_latency({"dump": json.dumps({"telemetry": {}})}), {})
+
     def test_dram_read_share_between_stats_lines(self):
         def st(t, total, n0):
             return {"time_ns": t * SEC, "read_nodes": {"sampled_read_bytes": total, "by_node": {"0": n0, "1": total - n0}}}
