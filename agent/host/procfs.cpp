@@ -83,10 +83,8 @@ std::string parse_cmdline(std::string_view raw) {
 
 std::optional<std::string> parse_cgroup(std::string_view text) {
   while (!text.empty()) {
-    const auto nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
+    const std::string_view line = take_line(text);
     if (line.starts_with("0::")) return std::string(line.substr(3));
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
   }
   return std::nullopt;
 }

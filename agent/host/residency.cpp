@@ -118,9 +118,7 @@ Result<std::vector<NumaMapsEntry>> parse_numa_maps(std::string_view text, std::s
   std::size_t line_no = 0;
   while (!text.empty()) {
     ++line_no;
-    const auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    std::string_view line = take_line(text);
     if (line.empty()) continue;
     NumaMapsEntry e;
     std::size_t field = 0;

@@ -1,6 +1,7 @@
 #pragma once
 // Small readers for procfs/sysfs files. Every error names the file.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -35,6 +36,14 @@ Result<void> replace_file(const std::filesystem::path& path, std::string_view te
 Result<std::uint64_t> read_u64(const std::filesystem::path& path);
 // The same for text already read; `what` names it in the error.
 Result<std::uint64_t> parse_u64(std::string_view text, std::string_view what);
+
+// The first line of `text`, without its '\n'; `text` loses it and the '\n'.
+inline std::string_view take_line(std::string_view& text) {
+  const std::size_t nl = text.find('\n');
+  const std::string_view line = text.substr(0, nl);
+  text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  return line;
+}
 
 // A kernel list such as "0-3,8,10-11" (cpulist, nodelist, online). Empty text
 // is an empty list. `what` names the source in error messages. Ids above

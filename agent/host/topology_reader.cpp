@@ -163,9 +163,7 @@ Result<std::map<int, std::uint64_t>> parse_zone_reserves(std::string_view text,
   const auto value = [](std::string_view rest) { return number(next_word(rest)); };
   while (!text.empty()) {
     ++line_no;
-    const std::size_t nl = text.find('\n');
-    line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    line = take_line(text);
     std::string_view rest = line;
     const std::string_view first = next_word(rest);
     if (first.empty()) continue;
@@ -283,9 +281,7 @@ Result<std::uint64_t> parse_meminfo_field(std::string_view text, std::string_vie
                                           std::string_view what) {
   const std::string key = fmt::format("{}:", field);
   while (!text.empty()) {
-    const std::size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    const std::string_view line = take_line(text);
     const auto at = line.find(key);
     if (at == std::string_view::npos) continue;
     std::string_view rest = line.substr(at + key.size());
