@@ -29,7 +29,7 @@ add_test(NAME unit.kvtierctl_replay_guest_recording
   COMMAND kvtierctl replay --config ${KVTIER_FIXTURES}/recording/bench-guest.toml
           ${KVTIER_FIXTURES}/recording/bench-guest.kvtrec)
 set_tests_properties(unit.kvtierctl_replay_guest_recording PROPERTIES LABELS unit
-  PASS_REGULAR_EXPRESSION "new: exact: all 11 steps made the recorded plan")
+  PASS_REGULAR_EXPRESSION "new: exact: all 12 steps made the recorded plan")
 
 # kvtierctl replay with kvsim's ground truth from the guest: the truth figures.
 add_test(NAME unit.kvtierctl_replay_guest_truth

@@ -73,9 +73,10 @@ void print_placement(const json& loop) {
 void print_loop(const json& loop) {
   std::string sources;
   for (const auto& src : loop.value("sources", json::array())) {
-    sources +=
-        fmt::format("{}{} ({})", sources.empty() ? "" : "; ", get_or<std::string>(src, "name", "?"),
-                    get_or<std::string>(src, "reason", ""));
+    const std::string standby = get_or<std::string>(src, "standby", "");
+    sources += fmt::format(
+        "{}{} ({})", sources.empty() ? "" : "; ", get_or<std::string>(src, "name", "?"),
+        standby.empty() ? get_or<std::string>(src, "reason", "") : "stands by: " + standby);
   }
   fmt::print("  {:<11} {}\n", "sources", sources.empty() ? "none" : sources);
   const std::string mover = get_or<std::string>(loop, "mover", "");

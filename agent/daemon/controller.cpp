@@ -307,15 +307,60 @@ Result<void> Controller::tell_ranges() {
   return {};
 }
 
+// Why DAMON is not needed, or "" when it is. Where a page-level source sees reads
+// on every node (PMU samples; NUMA hint faults when normal balancing, bit 1 of
+// kernel.numa_balancing, unmaps DRAM pages too), each page's age comes from its
+// own evidence, and DAMON's regions only blur it: a region holds 64 KiB KV blocks
+// of many sequences, and one block in use kept every idle block around it from
+// going cold. Else the regions are the only read evidence in DRAM. The kernel's
+// knob as read at the last [tiering] apply; without a tiering handle (replay),
+// the config's.
+std::string Controller::damon_not_needed() const {
+  bool faults = false;
+  for (const auto& s : state_.sources) {
+    if (!s.started) continue;
+    if (s.kind == SourceKind::kPmu) return "PMU samples see reads on every node";
+    faults |= s.kind == SourceKind::kFault || s.kind == SourceKind::kPmuSoft;
+  }
+  if (!faults) return {};
+  const bool normal =
+      deps_.tiering
+          ? state_.tiering.numa_balancing &&
+                (*state_.tiering.numa_balancing & kNumaBalancingNormal) != 0
+          : state_.config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
+  return normal ? "NUMA hint faults see reads on every node (kernel.numa_balancing bit 1)" : "";
+}
+
 // Starts the sources not running yet and tells every source that starts or
-// whose targets changed the pids to watch. An error stops the step (the
-// daemon logs it); the next step tries again.
+// whose targets changed the pids to watch. Region sources (DAMON) come last:
+// they stand by, stopped, while page-level evidence sees reads on every node
+// (damon_not_needed), and start again when it no longer does. An error stops
+// the step (the daemon logs it); the next step tries again.
 Result<void> Controller::start_sources(bool targets_changed) {
   const std::vector<Pid> pids = state_.targets.pids();
   Result<void> result;
-  for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+  std::vector<std::size_t> order;
+  for (const bool regions : {false, true}) {
+    for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
+      if ((state_.sources[i].kind == SourceKind::kDamon) == regions) order.push_back(i);
+    }
+  }
+  for (const std::size_t i : order) {
     HotnessSource& src = *deps_.sources[i].source;
     SourceStatus& status = state_.sources[i];
+    if (status.kind == SourceKind::kDamon) {
+      std::string why = damon_not_needed();
+      if (!why.empty()) {
+        if (status.standby.empty()) {
+          src.stop();  // also when it never started: what it holds is dropped
+          spdlog::info("source {} stands by: {}", src.name(), why);
+        }
+        status.started = false;
+        status.standby = std::move(why);
+        continue;
+      }
+      status.standby.clear();
+    }
     if (status.started && !targets_changed) continue;
     Result<void> ok;
     if (!status.started) {
@@ -574,9 +619,11 @@ void Controller::plan(TimeNs now, Telemetry& telemetry) {
 
 // Without a hotness source every page looks idle: never demote blindly.
 bool Controller::may_move(const StepContext& ctx) const {
+  // Every source runs, or stands by (DAMON while page-level evidence sees every node).
   const bool sources_run =
-      !state_.sources.empty() &&
-      std::ranges::all_of(state_.sources, [](const SourceStatus& s) { return s.started; });
+      !state_.sources.empty() && std::ranges::all_of(state_.sources, [](const SourceStatus& s) {
+        return s.started || !s.standby.empty();
+      });
   return deps_.mover && sources_run && !ctx.paused;
 }
 

@@ -28,7 +28,8 @@ struct SourceStatus {
   SourceKind kind = SourceKind::kPmu;
   std::string reason;  // why it runs (the registry's one line)
   bool started = false;
-  std::string error;  // the last start, set_targets or collect error; "" when none
+  std::string error;    // the last start, set_targets or collect error; "" when none
+  std::string standby;  // why it is stopped though it could run (DAMON); "" when not
 };
 
 // Where the control loop's thread spends its CPU time (its own clock, the

@@ -48,6 +48,7 @@ Result<const Target*> target_of(const LoopState& s, Pid pid) {
 std::string source_names(const LoopState& s, std::string_view none) {
   std::string names;
   for (const auto& src : s.sources) {
+    if (!src.standby.empty()) continue;
     names += (names.empty() ? "" : "+") + std::string(policy::source_name(src.kind));
   }
   return names.empty() ? std::string(none) : names;
@@ -59,6 +60,7 @@ json sources_json(const LoopState& s) {
     out.push_back({{"name", policy::source_name(src.kind)},
                    {"reason", src.reason},
                    {"started", src.started},
+                   {"standby", src.standby},
                    {"error", src.error}});
   }
   return out;

@@ -132,7 +132,10 @@ class ReplaySource final : public HotnessSource {
   explicit ReplaySource(SourceKind kind) : kind_(kind) {}
   [[nodiscard]] SourceKind kind() const override { return kind_; }
   [[nodiscard]] Availability probe() const override { return available("recorded"); }
-  Result<void> start() override { return {}; }
+  Result<void> start() override {
+    stopped_ = false;
+    return {};
+  }
   Result<void> set_targets(std::span<const Pid> /*pids*/) override { return {}; }
   Result<void> collect(TimeNs /*now*/, SourceBatch& out) override {
     for (auto& b : pending) {
@@ -142,12 +145,18 @@ class ReplaySource final : public HotnessSource {
     pending.clear();
     return {};
   }
-  void stop() override {}
+  // Stopped (DAMON standing by): the recorded batches go nowhere.
+  void stop() override {
+    stopped_ = true;
+    pending.clear();
+  }
+  [[nodiscard]] bool stopped() const { return stopped_; }
 
   std::vector<SourceBatch> pending;
 
  private:
   SourceKind kind_;
+  bool stopped_ = false;
 };
 
 // Moves pages of the simulated host. The very move the recording made does
@@ -291,7 +300,9 @@ StepInputs take_inputs(std::vector<Record>::const_iterator begin,
       in.tree_changed |= now_live != live;
       live = std::move(now_live);
     } else if (const auto* b = std::get_if<RecBatch>(&*r)) {
-      if (b->source < sources.size()) sources[b->source]->pending.push_back(b->batch);
+      if (b->source < sources.size() && !sources[b->source]->stopped()) {
+        sources[b->source]->pending.push_back(b->batch);
+      }
     } else if (const auto* res = std::get_if<RecResidency>(&*r)) {
       host.answer(*res);
     } else if (const auto* p = std::get_if<RecPlan>(&*r)) {
