@@ -88,6 +88,23 @@ if moved_bytes(dump, 1) > 0 and not phases.get("move", 0) > 0:
     problems.append(f"kvtierd moved pages but loop.cpu charges no CPU time to moving them: {cpu}")
 if not cpu.get("process_seconds", 0) >= cpu.get("loop_seconds", 1) > 0:
     problems.append(f"loop.cpu: the process used less CPU than its loop thread, or none: {cpu}")
+# DAMON runs while the host's numa_balancing is 0 ([tiering] "keep"): it is the only read
+# evidence in DRAM. With bit 1 set and a reload it stands by, its kdamond off.
+damon = [s for s in dump["loop"].get("sources", []) if s.get("name") == "damon"]
+if not damon or not damon[0].get("started") or damon[0].get("standby"):
+    problems.append(f"with numa_balancing 0 the damon source should run: {damon}")
+if need("KDAMONDS_ON_RUNNING") != "1":
+    problems.append(f"{vals['KDAMONDS_ON_RUNNING']} kdamond(s) on while kvtierd ran DAMON (want 1)")
+if need("KDAMONDS_ON_BIT1") != "0":
+    problems.append(f"{vals['KDAMONDS_ON_BIT1']} kdamond(s) on after numa_balancing 1 and a reload "
+                    "(DAMON should stand by)")
+status_bit1 = json.loads(need("STATUS_BIT1"))
+bit1 = [s for s in status_bit1.get("loop", status_bit1).get("sources", [])
+        if s.get("name") == "damon"]
+if not bit1 or bit1[0].get("started") or "NUMA hint faults" not in bit1[0].get("standby", ""):
+    problems.append(f"after numa_balancing 1 and a reload, damon should stand by: {bit1}")
+else:
+    print(f"check_daemon: damon stands by: {bit1[0]['standby']}")
 if need("KVTIERD_EXIT") != "0":
     problems.append(f"kvtierd exited {vals['KVTIERD_EXIT']} on SIGTERM")
 if need("KDAMONDS_ON") != "0":

@@ -60,15 +60,31 @@ set -- $(sed 's/[^0-9 ]//g' /tmp/hotset.json)
 echo "HOT=$(kvtier_page_nodes "$hp" "$4" "$5")"
 echo "COLD_LOW=$(kvtier_page_nodes "$hp" "$2" "$4")"
 echo "COLD_HIGH=$(kvtier_page_nodes "$hp" "$5" "$3")"
+kdamonds_on() {
+  on=0
+  for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
+    [ -f "$s" ] && [ "$(cat "$s")" = on ] && on=$((on + 1))
+  done
+  echo $on
+}
+echo "KDAMONDS_ON_RUNNING=$(kdamonds_on)"
+# Normal NUMA balancing on (bit 1) and a reload, which reads the kernel's knobs again: the
+# NUMA hint faults now see DRAM pages too, so DAMON stands by at the next step (its kdamond
+# off) while kvtierd runs on (paused still: the figures above stay those of one moment).
+echo 1 > /proc/sys/kernel/numa_balancing
+kill -HUP "$kp"
+n=0
+while [ "$(kdamonds_on)" != 0 ] && [ $n -lt 300 ]; do
+  n=$((n + 1))
+  sleep 0.1
+done
+echo "KDAMONDS_ON_BIT1=$(kdamonds_on)"
+echo "STATUS_BIT1=$($ctl status --json | tr -d '\n')"
 kill -TERM "$kp"
 rc=0
 wait "$kp" || rc=$?
 echo "KVTIERD_EXIT=$rc"
-on=0
-for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
-  [ -f "$s" ] && [ "$(cat "$s")" = on ] && on=$((on + 1))
-done
-echo "KDAMONDS_ON=$on"
+echo "KDAMONDS_ON=$(kdamonds_on)"
 echo "SOCKET_LEFT=$([ -e /tmp/kvtierd.sock ] && echo yes || echo no)"
 kill "$hp" 2>/dev/null || true
 echo "--- kvtierd log" >&2
