@@ -1,10 +1,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/ctl/command.hpp"
 #include "agent/host/availability.hpp"
@@ -34,6 +37,16 @@ void add_sources_command(CLI::App& app, Globals& g) {
       for (const auto& c : choice->sources) chosen.emplace_back(c.source->name());
     }
     const std::string reason = choice ? choice->summary : choice.error().message;
+    // With page-level evidence beside it, DAMON stands by under the default [tiering].
+    const auto has = [&](std::string_view n) {
+      return std::ranges::find(chosen, n) != chosen.end();
+    };
+    const bool standby = has("damon") && (has("pmu") || has("faults") || has("pmu-soft"));
+    const std::string standby_note =
+        has("pmu") ? "damon stands by while pmu runs (docs/configuration.md, [sources])"
+                   : "damon stands by while the NUMA hint faults see DRAM pages too: with "
+                     "[tiering] numa_balancing = \"tiering\" (the default) or the host's "
+                     "kernel.numa_balancing bit 1 (docs/configuration.md, [sources])";
     const Availability procs = ProcessWatcher(paths).probe();
     const Availability migrate = MigrationCounter(paths).probe();
 
@@ -48,6 +61,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
       }
       j["chosen"] = chosen;
       j["reason"] = reason;
+      j["damon_standby"] = standby ? nlohmann::json(standby_note) : nlohmann::json(nullptr);
       j["process_watcher"] = {{"available", procs.ok}, {"why", procs.why}};
       j["migration_counter"] = {{"available", migrate.ok}, {"why", migrate.why}};
       std::cout << j.dump(2) << '\n';
@@ -60,6 +74,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
       std::cout << fmt::format("\nprocess watcher: {}\nmigration counter: {}\n", procs.why,
                                migrate.why);
       std::cout << fmt::format("kvtierd would run {}\n", reason);
+      if (standby) std::cout << standby_note << '\n';
     }
     if (!choice) g.exit_code = kExitFailed;
   });
