@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "agent/ctl/command.hpp"
@@ -16,6 +15,7 @@
 #include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/config.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent::ctl {
 
@@ -33,20 +33,24 @@ void add_sources_command(CLI::App& app, Globals& g) {
     const auto reports = probe_sources(reg);
     auto choice = select_sources(reg, {}, std::nullopt);
     std::vector<std::string> chosen;
+    std::vector<SourceKind> running;
     if (choice) {
-      for (const auto& c : choice->sources) chosen.emplace_back(c.source->name());
+      for (const auto& c : choice->sources) {
+        chosen.emplace_back(c.source->name());
+        running.push_back(c.source->kind());
+      }
     }
     const std::string reason = choice ? choice->summary : choice.error().message;
-    // With page-level evidence beside it, DAMON stands by under the default [tiering].
-    const auto has = [&](std::string_view n) {
-      return std::ranges::find(chosen, n) != chosen.end();
-    };
-    const bool standby = has("damon") && (has("pmu") || has("faults") || has("pmu-soft"));
+    // Whether DAMON would stand by beside what kvtierd would run, with the default
+    // [tiering] (normal balancing on: hint faults see DRAM).
+    const auto runs = [&](SourceKind k) { return std::ranges::find(running, k) != running.end(); };
+    const bool standby = runs(SourceKind::kDamon) && !damon_standby_reason(running, true).empty();
     const std::string standby_note =
-        has("pmu") ? "damon stands by while pmu runs (docs/configuration.md, [sources])"
-                   : "damon stands by while the NUMA hint faults see DRAM pages too: with "
-                     "[tiering] numa_balancing = \"tiering\" (the default) or the host's "
-                     "kernel.numa_balancing bit 1 (docs/configuration.md, [sources])";
+        runs(SourceKind::kPmu)
+            ? "damon stands by while pmu runs (docs/configuration.md, [sources])"
+            : "damon stands by while the NUMA hint faults see DRAM pages too: with "
+              "[tiering] numa_balancing = \"tiering\" (the default) or the host's "
+              "kernel.numa_balancing bit 1 (docs/configuration.md, [sources])";
     const Availability procs = ProcessWatcher(paths).probe();
     const Availability migrate = MigrationCounter(paths).probe();
 

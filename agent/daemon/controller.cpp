@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <span>
 #include <string>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "agent/host/topology_reader.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
+#include "agent/sources/source_registry.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -307,28 +309,20 @@ Result<void> Controller::tell_ranges() {
   return {};
 }
 
-// Why DAMON is not needed, or "" when it is. Where a page-level source sees reads
-// on every node (PMU samples; NUMA hint faults when normal balancing, bit 1 of
-// kernel.numa_balancing, unmaps DRAM pages too), each page's age comes from its
-// own evidence, and DAMON's regions only blur it: a region holds 64 KiB KV blocks
-// of many sequences, and one block in use kept every idle block around it from
-// going cold. Else the regions are the only read evidence in DRAM. The kernel's
-// knob as read at the last [tiering] apply; without a tiering handle (replay),
-// the config's.
+// Why DAMON is not needed now (damon_standby_reason), or "" when it is: the
+// started sources, and the kernel's knob as read at the last [tiering] apply;
+// without a tiering handle (replay), the config's.
 std::string Controller::damon_not_needed() const {
-  bool faults = false;
+  std::vector<SourceKind> running;
   for (const auto& s : state_.sources) {
-    if (!s.started) continue;
-    if (s.kind == SourceKind::kPmu) return "PMU samples see reads on every node";
-    faults |= s.kind == SourceKind::kFault || s.kind == SourceKind::kPmuSoft;
+    if (s.started) running.push_back(s.kind);
   }
-  if (!faults) return {};
   const bool normal =
       deps_.tiering
           ? state_.tiering.numa_balancing &&
                 (*state_.tiering.numa_balancing & kNumaBalancingNormal) != 0
           : state_.config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
-  return normal ? "NUMA hint faults see reads on every node (kernel.numa_balancing bit 1)" : "";
+  return damon_standby_reason(running, normal);
 }
 
 // Starts the sources not running yet and tells every source that starts or
@@ -339,12 +333,10 @@ std::string Controller::damon_not_needed() const {
 Result<void> Controller::start_sources(bool targets_changed) {
   const std::vector<Pid> pids = state_.targets.pids();
   Result<void> result;
-  std::vector<std::size_t> order;
-  for (const bool regions : {false, true}) {
-    for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
-      if ((state_.sources[i].kind == SourceKind::kDamon) == regions) order.push_back(i);
-    }
-  }
+  std::vector<std::size_t> order(deps_.sources.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::ranges::stable_partition(
+      order, [this](std::size_t i) { return state_.sources[i].kind != SourceKind::kDamon; });
   for (const std::size_t i : order) {
     HotnessSource& src = *deps_.sources[i].source;
     SourceStatus& status = state_.sources[i];

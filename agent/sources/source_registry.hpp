@@ -84,4 +84,13 @@ struct SourceChoice {
 Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const SourceKind> use,
                                     std::optional<SourceKind> force);
 
+// Why DAMON need not run beside the sources `running`, or "" when it must. Where a
+// page-level source sees reads on every node (PMU samples; NUMA hint faults when
+// normal balancing, bit 1 of kernel.numa_balancing, unmaps DRAM pages too:
+// `hint_faults_in_dram`), each page's age comes from its own evidence, and DAMON's
+// regions only blur it: a region holds 64 KiB KV blocks of many sequences, and one
+// block in use kept every idle block around it from going cold. Else the regions
+// are the only read evidence in DRAM.
+std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_faults_in_dram);
+
 }  // namespace kvtier::agent
