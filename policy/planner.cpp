@@ -495,6 +495,7 @@ class Planner {
           s_.limits.min_free + (dst->headroom - std::min(dst->headroom, s_.limits.min_free)) / 2;
       if (dst->free < c.bytes() + keep && !exchange(g, to, c.bytes() + keep, c.bytes())) {
         ++left;
+        if (!budget_out_) waiting_bytes_ += c.bytes();
         continue;
       }
       if (take(c, to, Why::kPromote, false)) {
@@ -670,6 +671,7 @@ class Planner {
       }
     }
     out.notes = std::move(notes_);
+    out.waiting_bytes = waiting_bytes_;
     return out;
   }
 
@@ -678,6 +680,7 @@ class Planner {
   NodeFacts facts_;
   std::uint64_t budget_;
   bool budget_out_ = false;
+  std::uint64_t waiting_bytes_ = 0;  // Plan::waiting_bytes
   std::vector<Node> nodes_;
   std::vector<GroupWork> groups_;
   std::vector<Chosen> chosen_;

@@ -85,6 +85,9 @@ struct Plan {
   std::uint64_t promote_bytes = 0;
   // What the planner could not do and why (a limit not met, budget exhausted), one line each.
   std::vector<std::string> notes;
+  // Bytes accessed on a slow node that stay there for want of room in DRAM
+  // (nothing left to demote within the rules), not for want of budget.
+  std::uint64_t waiting_bytes = 0;
 };
 
 // What a mover did with the pages it was asked to move, per kernel status.

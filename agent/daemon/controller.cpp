@@ -512,21 +512,36 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   }
   clock.charge(LoopPhase::kResidency);
   if (cands.empty()) return {};
-  const std::vector<policy::PromotionCandidate> spare = spare_units(snap, cands, now);
+  bool spent = false;
+  const std::vector<policy::PromotionCandidate> spare = spare_units(snap, cands, now, &spent);
   const Plan p = policy::plan_promotions(snap, cands, spare);
   rec(now, [&] { return RecPlan{.plan = p}; });
   clock.charge(LoopPhase::kPlan);
   dispatch(p.moves, now, telemetry);
   clock.charge(LoopPhase::kMove);
+  // The last plan's spare list ran out while pages accessed on a slow node wait
+  // for room (a burst of them): plan again now, as a step would, rather than
+  // leave them there until the next step. Since that plan, more DRAM pages may
+  // have become idle long enough to give way.
+  if (p.waiting_bytes > 0 && spent && std::exchange(state_.replan_when_spent, false)) {
+    ++state_.replans;
+    telemetry.add("kvtier_promotion_replans_total", {});
+    plan(now, telemetry);
+    clock.charge(LoopPhase::kPlan);
+    dispatch(state_.last_plan.moves, now, telemetry);
+    clock.charge(LoopPhase::kMove);
+  }
   if (recording_) recording_->flush();
   return {};
 }
 
 // The last step's spare as it is now, coldest first, as far as an exchange for
 // the candidates could reach (twice their bytes, plus every DRAM node's
-// headroom); spare units that moved since are dropped from it.
+// headroom); spare units that moved since are dropped from it. `spent`: the
+// spare ran out before that reach.
 std::vector<policy::PromotionCandidate> Controller::spare_units(
-    const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now) {
+    const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now,
+    bool* spent) {
   std::uint64_t reach = 0;
   for (const auto& c : cands) reach += 2 * c.unit.range.bytes();
   const auto& limits = state_.config.config.limits;
@@ -551,6 +566,7 @@ std::vector<policy::PromotionCandidate> Controller::spare_units(
     out.push_back({.target = it->second, .unit = *u});
     return false;
   });
+  *spent = bytes < reach;
   return out;
 }
 
@@ -602,6 +618,7 @@ void Controller::plan(TimeNs now, Telemetry& telemetry) {
   const policy::Snapshot snap = snapshot(now);
   for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
   state_.last_plan = policy::plan(snap, &state_.spare);
+  state_.replan_when_spent = !state_.spare.empty();
   rec(now, [&] { return RecPlan{.plan = state_.last_plan}; });
   telemetry.record_plan(state_.last_plan);
   for (const auto& m : state_.last_plan.moves) {

@@ -142,7 +142,8 @@ class Controller {
   void refresh_touched(Target& t, TimeNs now, std::string* error);
   [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
   std::vector<policy::PromotionCandidate> spare_units(
-      const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now);
+      const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now,
+      bool* spent);
   void record(TimeNs now, Telemetry& telemetry);
 
   Result<void> start_sources(bool targets_changed);

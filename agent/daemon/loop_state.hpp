@@ -80,6 +80,11 @@ struct LoopState {
   // What the last step's plan could have demoted and left in DRAM (coldest
   // first): the promotion ticks exchange it for what waits on a slow node.
   std::vector<policy::SpareUnit> spare;
+  // The last plan left a spare list: a promotion tick that uses it up while
+  // pages accessed on a slow node wait for room plans again (once: a plan that
+  // leaves no spare waits for the next step).
+  bool replan_when_spent = false;
+  std::uint64_t replans = 0;  // such plans at a promotion tick, since start
   MoveStats moved_total;
   // The loop thread's CPU time in each phase, since start.
   LoopCpu cpu{};

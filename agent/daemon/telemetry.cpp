@@ -44,6 +44,9 @@ Telemetry::Telemetry() {
   describe("kvtier_plan_moves", MetricKind::kGauge, "Moves in the last plan");
   describe("kvtier_plan_bytes", MetricKind::kGauge,
            "Bytes the last plan demotes or promotes (direction)");
+  describe("kvtier_promotion_replans_total", MetricKind::kCounter,
+           "Promotion ticks that used up the last plan's spare DRAM pages while pages accessed "
+           "on a slow node waited for room, and planned again at once");
   describe("kvtier_loop_steps_total", MetricKind::kCounter,
            "Control-loop steps, by result (ok, error)");
   describe("kvtier_loop_duration_seconds", MetricKind::kHistogram,

@@ -919,6 +919,94 @@ TEST(Controller, PromotionTickReadsOnlyNodeMemoryAgain) {
   EXPECT_NE(step.error().message.find("node1/distance"), std::string::npos) << step.error().message;
 }
 
+// kConfig with a 5 s step and no DRAM headroom.
+std::string full_dram_config() {
+  std::string text(kConfig);
+  text.replace(text.find("\"1s\""), 4, "\"5s\"");
+  const std::string_view min_free = "min_free = \"0B\"";
+  text.insert(text.find(min_free) + min_free.size(), "\ndram_headroom = \"0%\"");
+  return text;
+}
+
+// DRAM is full (node 0 has no free memory) and the first MiB of the cold range,
+// on node 1, is read at a promotion tick 2.5 s after a step. The step left
+// 256 KiB of the warm MiB as spare (idle for half the cold age); the other
+// 768 KiB became idle that long only after the step.
+constexpr AddrRange kWarmEarly{kWarm.start, kWarm.start + kMiB / 4};  // last read at t0
+constexpr AddrRange kWarmLate{kWarmEarly.end, kWarm.end};             // last read at t0 + 2 s
+constexpr AddrRange kReadAgain{kCold.start, kCold.start + kMiB};
+
+// `late_early`: kWarmEarly is read at t0 + 2 s too, so the step leaves no spare.
+ScriptedSource::Script full_dram_script(bool late_early) {
+  return [late_early](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) {
+      touch(out, pid, kHot, now, 10);
+      if (now == kT0 + 2 * kSec) {
+        touch(out, pid, kWarmLate, now, 1);
+        if (late_early) touch(out, pid, kWarmEarly, now, 1);
+      }
+      if (now == kT0 + 7 * kSec + kSec / 2) touch(out, pid, kReadAgain, now, 1);
+    }
+  };
+}
+
+struct FullDram {
+  Loop loop;
+  explicit FullDram(bool late_early)
+      : loop(full_dram_script(late_early), true, SourceKind::kFault, full_dram_config()) {
+    loop.mem.place(kServer, kCold, 1);
+    loop.host.write("sys/devices/system/node/node0/meminfo",
+                    "Node 0 MemTotal:         992232 kB\nNode 0 MemFree:               0 kB\n");
+  }
+  void tick(TimeNs now) {
+    auto ok = loop.ctl->promote_step(StepContext{.now = now}, loop.telemetry);
+    ASSERT_TRUE(ok) << ok.error().message;
+  }
+};
+
+TEST(Controller, ATickThatUsesUpTheSpareWhilePagesWaitPlansAgain) {
+  FullDram f(false);
+  f.loop.step(kT0);
+  f.loop.step(kT0 + 2 * kSec);
+  f.loop.step(kT0 + 5 * kSec);
+  ASSERT_EQ(f.loop.ctl->state().spare.size(), kWarmEarly.bytes() / kPageSize)
+      << "the step's spare: the warm pages idle for 5 s";
+  ASSERT_EQ(f.loop.mem.bytes_on(kServer, kReadAgain, 1), kMiB);
+
+  f.tick(kT0 + 7 * kSec + kSec / 2);
+  EXPECT_EQ(f.loop.telemetry.value("kvtier_promotion_replans_total", {}), 1.0);
+  EXPECT_EQ(f.loop.ctl->state().replans, 1U);
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kReadAgain, 0), kMiB)
+      << "256 KiB for the spare, 768 KiB for what idled since the step";
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kHot, 0), kMiB);
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, {kReadAgain.end, kCold.end}, 1), kMiB);
+
+  // Nothing waits: the next tick plans only its promotions.
+  f.tick(kT0 + 8 * kSec + kSec / 2);
+  EXPECT_EQ(f.loop.ctl->state().replans, 1U);
+}
+
+// A step that leaves no spare (nothing idle for half the cold age yet) is not
+// planned again at each tick: what waits, waits for the next step.
+TEST(Controller, ATickDoesNotPlanAgainWhenTheStepLeftNoSpare) {
+  FullDram f(true);
+  f.loop.step(kT0);
+  f.loop.step(kT0 + 2 * kSec);
+  f.loop.step(kT0 + 5 * kSec);
+  ASSERT_TRUE(f.loop.ctl->state().spare.empty());
+
+  f.tick(kT0 + 7 * kSec + kSec / 2);
+  EXPECT_EQ(f.loop.ctl->state().replans, 0U);
+  EXPECT_EQ(f.loop.telemetry.value("kvtier_promotion_replans_total", {}), 0.0);
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kReadAgain, 1), kMiB) << "no room at the tick";
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kWarm, 0), kMiB);
+
+  f.loop.step(kT0 + 10 * kSec);
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kReadAgain, 0), kMiB) << "the next step exchanges";
+  EXPECT_EQ(f.loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
+}
+
 std::vector<std::uint8_t> recorded_plan_bytes(const Recording& rec) {
   std::vector<std::uint8_t> out;
   bool in_step = false;
@@ -1002,7 +1090,7 @@ TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
 // windows from t0 to t0 + 41 s: the hot MiB read in every window, the warm MiB at t0 + 5 s and
 // (unlike the source's samples, which see it again at t0 + 25 s) at t0 + 20 s.
 std::vector<RecAccesses> hand_truth() {
-  constexpr std::uint64_t kBlock = 64 * 1024;
+  constexpr std::uint64_t kBlock = kMiB / 16;
   std::vector<RecAccesses> out;
   for (TimeNs t = kT0; t <= kT0 + 40 * kSec; t += kSec) {
     RecAccesses w{.pid = kServer,
