@@ -524,7 +524,6 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   // leave them there until the next step. Since that plan, more DRAM pages may
   // have become idle long enough to give way.
   if (p.waiting_bytes > 0 && spent && std::exchange(state_.replan_when_spent, false)) {
-    ++state_.replans;
     telemetry.add("kvtier_promotion_replans_total", {});
     plan(now, telemetry);
     clock.charge(LoopPhase::kPlan);

@@ -84,7 +84,6 @@ struct LoopState {
   // pages accessed on a slow node wait for room plans again (once: a plan that
   // leaves no spare waits for the next step).
   bool replan_when_spent = false;
-  std::uint64_t replans = 0;  // such plans at a promotion tick, since start
   MoveStats moved_total;
   // The loop thread's CPU time in each phase, since start.
   LoopCpu cpu{};
