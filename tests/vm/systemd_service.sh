@@ -44,6 +44,9 @@ kvtier_type_progs() {
   bpftool prog show 2>/dev/null | awk -F'[: ]+' '/^[0-9]+: (tracepoint|perf_event|tracing|kprobe|raw_tracepoint)/ {print $1}' | sort
 }
 kdamonds() { grep -lx 'kdamond.*' /proc/[0-9]*/comm 2>/dev/null | wc -l; }
+# kdamonds_are OP N: the number of kdamonds, counted at each call, compares so with N (for
+# wait_for: an argument "$(kdamonds)" would be counted once, before the first poll).
+kdamonds_are() { test "$(kdamonds)" "$1" "$2"; }
 
 systemd-analyze time | head -n 1
 echo "systemd $(systemctl --version | head -n 1 | cut -d' ' -f2), kernel $(uname -r), system: $(systemctl is-system-running)"
@@ -164,7 +167,7 @@ if wait_for 30 cold_age_is 7; then
 else
   bad "effective cold age '$(cold_age)' 30 s after systemctl reload (want 7)"
 fi
-wait_for 60 test "$(kdamonds)" -gt 0 && ok "after the reload without faults: $(kdamonds) kdamond(s) running (the damon source)" ||
+wait_for 60 kdamonds_are -gt 0 && ok "after the reload without faults: $(kdamonds) kdamond(s) running (the damon source)" ||
   bad "no kdamond after the reload without faults: $(kvtierctl status 2>&1 | grep sources)"
 journalctl -u kvtierd --no-pager -o cat | grep -q 'configuration reloaded' && ok "journal: configuration reloaded" ||
   bad "no 'configuration reloaded' in the journal"
@@ -183,7 +186,7 @@ systemctl stop kvtierd || bad "systemctl stop kvtierd"
 [[ $(prop ActiveState) == inactive ]] && ok "stopped" || bad "ActiveState=$(prop ActiveState) after stop"
 [[ $(cat /proc/sys/kernel/numa_balancing) == "$numa_before" ]] && ok "kernel.numa_balancing back to $numa_before" ||
   bad "kernel.numa_balancing is $(cat /proc/sys/kernel/numa_balancing) after stop (was $numa_before)"
-wait_for 10 test "$(kdamonds)" -eq 0 && ok "no kdamond after stop" || bad "$(kdamonds) kdamond(s) after stop"
+wait_for 10 kdamonds_are -eq 0 && ok "no kdamond after stop" || bad "$(kdamonds) kdamond(s) after stop"
 no_new_progs() { [[ -z $(comm -13 <(echo "$progs_before") <(kvtier_type_progs)) ]]; }
 if wait_for 10 no_new_progs; then
   ok "no BPF program of kvtier left after stop"
@@ -229,7 +232,7 @@ systemctl stop kvtierd
 [[ $(cat /proc/sys/kernel/numa_balancing) == "$numa_before" ]] &&
   ok "after the watchdog's kill, a restart and a stop: kernel.numa_balancing back to $numa_before" ||
   bad "after the watchdog's kill, a restart and a stop: kernel.numa_balancing is $(cat /proc/sys/kernel/numa_balancing) (was $numa_before)"
-wait_for 10 test "$(kdamonds)" -eq 0 && ok "no kdamond after the restarted daemon stopped" ||
+wait_for 10 kdamonds_are -eq 0 && ok "no kdamond after the restarted daemon stopped" ||
   bad "$(kdamonds) kdamond(s) after the restarted daemon stopped"
 kill "$sim" 2>/dev/null
 
