@@ -43,6 +43,7 @@
 #include "agent/host/move_pages_call.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
@@ -434,6 +435,11 @@ int run(int argc, char** argv) {
   if (!topo) {
     spdlog::error("{}", topo.error().message);
     return kExitFailed;
+  }
+  if (!agent::return_freed_memory_promptly()) {
+    spdlog::warn(
+        "the C library refused mallopt(M_MMAP_THRESHOLD, M_TRIM_THRESHOLD): kvtierd may "
+        "keep memory it freed (status: loop.memory.resident_bytes)");
   }
   // Beside the control socket, in kvtierd's runtime directory (the unit keeps it): what a
   // kvtierd killed before it could clean up left. Its kdamond goes before the sources are

@@ -124,6 +124,14 @@ void print_cpu(const json& loop, double uptime) {
              parts.empty() ? "none yet" : parts);
 }
 
+// kvtierd's own resident memory (loop.memory): it lives in the DRAM it manages.
+void print_memory(const json& loop) {
+  const json mem = loop.value("memory", json::object());
+  if (!mem.contains("resident_bytes")) return;
+  fmt::print("  {:<11} {} resident\n", "memory",
+             policy::format_size(get_or<std::uint64_t>(mem, "resident_bytes", 0)));
+}
+
 void print_reloads(const json& st) {
   const json last = st.value("last_reload", json(nullptr));
   std::string when;
@@ -155,6 +163,7 @@ void print_status(const json& st) {
   }
   print_placement(loop);
   print_cpu(loop, get_or(st, "uptime_seconds", 0.0));
+  print_memory(loop);
   print_reloads(st);
   fmt::print("  {:<11} {}\n", "socket", get_or<std::string>(st, "socket", "?"));
   const json prom = st.value("prometheus", json::object());

@@ -89,6 +89,8 @@ Telemetry::Telemetry() {
            "phase (discover, sources, residency, plan, move: moving pages)");
   describe("process_cpu_seconds_total", MetricKind::kCounter,
            "User and system CPU time kvtierd has used, all threads, in seconds");
+  describe("process_resident_memory_bytes", MetricKind::kGauge,
+           "kvtierd's resident memory in bytes (it lives in the DRAM it manages)");
 }
 
 void Telemetry::set_hot_bytes(const std::map<int, std::uint64_t>& bytes_by_node) {

@@ -15,6 +15,7 @@
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/host/self_memory.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
@@ -217,6 +218,7 @@ json describe(const LoopState& s, bool full, TimeNs now) {
           {"moved_bytes_total", s.moved_total.bytes_moved},
           {"activity", activity_json(s, now)},
           {"cpu", cpu_json(s)},
+          {"memory", {{"resident_bytes", resident_bytes()}}},
           {"discovery",
            {{"how", s.discovery},
             {"process_events", s.process_events},

@@ -854,6 +854,16 @@ TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
       seconds(at(LoopPhase::kMove) + at(LoopPhase::kResidency) + at(LoopPhase::kSources)));
 }
 
+// kvtierd's resident memory, in Prometheus and in status: the test process's own,
+// at least the 4 MiB block held here.
+TEST(Controller, ReportsItsOwnResidentMemory) {
+  Loop loop(hot_warm_and_back);
+  const std::vector<char> held(4 << 20, 1);
+  loop.step(kT0);
+  EXPECT_GE(loop.telemetry.value("process_resident_memory_bytes"), static_cast<double>(4 << 20));
+  EXPECT_GE(loop.describe(false)["memory"]["resident_bytes"].get<std::uint64_t>(), 4U << 20);
+}
+
 double latency_sum(const Telemetry& telemetry, const std::string& by) {
   for (const auto& f : telemetry.snapshot()) {
     if (f.name != "kvtier_promotion_latency_seconds") continue;

@@ -79,6 +79,7 @@ TEST(Status, NothingYetAndObserveOnly) {
   EXPECT_THAT(out, HasSubstr("  reloads     0 (0 rejected)\n"));
   EXPECT_THAT(out, Not(HasSubstr("last 0s ago")));
   EXPECT_THAT(out, Not(HasSubstr("  cpu "))) << "an older daemon says nothing of its CPU";
+  EXPECT_THAT(out, Not(HasSubstr("  memory "))) << "nor of its memory";
 }
 
 // Where kvtierd's CPU went: the process over its uptime, and the loop thread's
@@ -93,6 +94,13 @@ TEST(Status, CpuByPhase) {
   EXPECT_THAT(printed(st),
               HasSubstr("  cpu         3.0s since start (4.0% of a CPU); loop thread 2.5s: moving "
                         "pages 1.8s, sources 0.4s, residency 0.2s, discover 0.1s, plan 0.1s\n"));
+}
+
+// kvtierd's own resident memory, from loop.memory.
+TEST(Status, ResidentMemory) {
+  json st = reply();
+  st["loop"]["memory"] = {{"resident_bytes", 12 * 1024 * 1024 + 512 * 1024}};
+  EXPECT_THAT(printed(st), HasSubstr("  memory      12.5MiB resident\n"));
 }
 
 }  // namespace

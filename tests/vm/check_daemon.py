@@ -88,6 +88,11 @@ if moved_bytes(dump, 1) > 0 and not phases.get("move", 0) > 0:
     problems.append(f"kvtierd moved pages but loop.cpu charges no CPU time to moving them: {cpu}")
 if not cpu.get("process_seconds", 0) >= cpu.get("loop_seconds", 1) > 0:
     problems.append(f"loop.cpu: the process used less CPU than its loop thread, or none: {cpu}")
+# kvtierd's own resident memory, read from /proc/self/statm: never 0 for a running process.
+memory = dump["loop"].get("memory", {})
+print(f"check_daemon: memory {memory}")
+if not memory.get("resident_bytes", 0) > 0:
+    problems.append(f"loop.memory: no resident memory reported: {memory}")
 # DAMON runs while the host's numa_balancing is 0 ([tiering] "keep"): it is the only read
 # evidence in DRAM. With bit 1 set and a reload it stands by, its kdamond off.
 damon = [s for s in dump["loop"].get("sources", []) if s.get("name") == "damon"]
