@@ -58,7 +58,10 @@ class Smallest {
   explicit Smallest(std::size_t k) : k_(std::max<std::size_t>(k, 1)) {}
   void push(const Cand& c) {
     if (full_ && (c.key > worst_.key || !(c < worst_))) return;
-    if (buf_.empty()) buf_.reserve(2 * k_ + 1024);
+    // Room for the common case only: k_ is the budget in pages (65536 for 256 MiB), and
+    // reserving 2 * k_ up front mapped megabytes at every plan that touched a few pages
+    // of them (a 2 MiB huge page zeroed each, with transparent huge pages "always").
+    if (buf_.empty()) buf_.reserve(std::min<std::size_t>(2 * k_ + 1024, kFirstReserve));
     buf_.push_back(c);
     if (buf_.size() >= 2 * k_ + 1024) shrink();
   }
@@ -77,6 +80,7 @@ class Smallest {
     worst_ = *std::max_element(buf_.begin(), buf_.end());
     full_ = true;
   }
+  static constexpr std::size_t kFirstReserve = 2048;
   std::size_t k_;
   std::vector<Cand> buf_;
   Cand worst_;
