@@ -8,8 +8,8 @@
 namespace kvtier::agent {
 
 namespace {
-constexpr int kMmapThreshold = 256 * 1024;
-constexpr int kTrimThreshold = 1024 * 1024;
+constexpr int kMmapThreshold = 1024 * 1024;
+constexpr int kTrimThreshold = 4 * 1024 * 1024;
 }  // namespace
 
 // Called once at start, before kvtierd starts a thread.

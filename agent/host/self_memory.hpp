@@ -7,11 +7,12 @@
 namespace kvtier::agent {
 
 // Makes the C library give freed memory back to the kernel at once (call it
-// before any thread starts): allocations of 256 KiB and more are mapped on their
-// own and unmapped when freed, and the heap is trimmed when more than 1 MiB at
-// its top is free. Without it, glibc raises both thresholds to the largest block
-// freed so far, and kvtierd kept its steps' transient vectors and libbpf's parse
-// of the kernel's BTF (5 to 6 MiB each) mapped for good. False when the C
+// before any thread starts): blocks of 1 MiB and more are mapped on their own and
+// unmapped when freed, and the heap is trimmed when more than 4 MiB at its top is
+// free. Without it, glibc raises both thresholds to the largest block freed so
+// far, and kvtierd kept its steps' transient vectors mapped for good (13 MiB in
+// the benchmark guest). Lower thresholds cost CPU: a step's vectors of a few
+// hundred KiB were mapped and faulted in again at every step. False when the C
 // library refused (another allocator).
 bool return_freed_memory_promptly();
 
