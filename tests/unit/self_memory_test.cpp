@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 
 namespace kvtier::agent {
@@ -14,10 +13,13 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 
-// A block touched page by page, as a step's vectors are.
+// A block touched page by page, as a step's vectors are. The stores are volatile:
+// a block freed unread may otherwise lose them to the optimizer (it did at -O1
+// under the sanitizers), and then nothing was ever resident.
 std::unique_ptr<char[]> touched_block(std::size_t bytes) {
   auto p = std::make_unique_for_overwrite<char[]>(bytes);
-  std::memset(p.get(), 1, bytes);
+  volatile char* v = p.get();
+  for (std::size_t i = 0; i < bytes; i += 4096) v[i] = 1;
   return p;
 }
 
