@@ -222,7 +222,9 @@ void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
   PhaseClock clock(deps_.thread_cpu, state_.cpu);
   auto ok = run_step(ctx, telemetry, clock);
-  export_process(telemetry);
+  export_cpu(telemetry);
+  // Once a step, not at every promotion tick: a file read for a slow gauge.
+  telemetry.set("process_resident_memory_bytes", {}, static_cast<double>(resident_bytes()));
   return ok;
 }
 
@@ -247,13 +249,12 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   return {};
 }
 
-void Controller::export_process(Telemetry& telemetry) const {
+void Controller::export_cpu(Telemetry& telemetry) const {
   for (std::size_t i = 0; i < kLoopPhases; ++i) {
     telemetry.set("kvtier_loop_cpu_seconds_total", {{"phase", kLoopPhaseNames[i]}},
                   static_cast<double>(state_.cpu[i]) / 1e9);
   }
   telemetry.set("process_cpu_seconds_total", {}, process_cpu_seconds());
-  telemetry.set("process_resident_memory_bytes", {}, static_cast<double>(resident_bytes()));
 }
 
 Result<void> Controller::read_topology_now() {
@@ -485,7 +486,7 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
   if (state_.steps == 0 || !may_move(ctx)) return {};
   PhaseClock clock(deps_.thread_cpu, state_.cpu);
   auto ok = run_promote_step(ctx, telemetry, clock);
-  export_process(telemetry);
+  export_cpu(telemetry);
   return ok;
 }
 

@@ -132,8 +132,7 @@ class Controller {
  private:
   Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
-  // kvtierd's CPU time (by loop phase, and the whole process's) and resident memory.
-  void export_process(Telemetry& telemetry) const;
+  void export_cpu(Telemetry& telemetry) const;
   // The phases of step(), in order.
   Result<void> discover(TimeNs now, Telemetry& telemetry);
   void ingest(TimeNs now, Telemetry& telemetry);
