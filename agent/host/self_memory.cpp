@@ -3,7 +3,9 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <string_view>
+
+#include "agent/host/sysfs.hpp"
 
 namespace kvtier::agent {
 
@@ -23,12 +25,16 @@ bool return_freed_memory_promptly() {
 }
 
 std::uint64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::uint64_t size = 0;
-  std::uint64_t resident = 0;
-  if (!(statm >> size >> resident)) return 0;
+  // "size resident shared text lib data dt", in pages.
+  auto statm = read_text("/proc/self/statm");
+  if (!statm) return 0;
+  std::string_view rest = *statm;
+  const std::size_t sp = rest.find(' ');
+  if (sp == std::string_view::npos) return 0;
+  rest.remove_prefix(sp + 1);
+  auto resident = parse_u64(rest.substr(0, rest.find(' ')), "/proc/self/statm");
   const long page = sysconf(_SC_PAGESIZE);
-  return page > 0 ? resident * static_cast<std::uint64_t>(page) : 0;
+  return resident && page > 0 ? *resident * static_cast<std::uint64_t>(page) : 0;
 }
 
 }  // namespace kvtier::agent
