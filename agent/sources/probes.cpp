@@ -38,21 +38,36 @@ struct BtfFree {
   void operator()(struct btf* b) const { btf__free(b); }
 };
 
-// The kernel's BTF, parsed for one question and freed: it takes 5 to 6 MiB of
-// heap, which kvtierd would otherwise keep for good in the DRAM it manages.
-Result<std::unique_ptr<struct btf, BtfFree>> parse_kernel_btf(const fs::path& path) {
-  struct btf* b = btf__parse(path.c_str(), nullptr);
-  if (b == nullptr) {
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+// The number of arguments of a tracepoint, from a parse of the kernel's BTF that
+// is freed on return: the parse takes 5 to 6 MiB of heap, in the DRAM kvtierd
+// keeps for the workload.
+Result<int> count_tracepoint_args(const fs::path& path, std::string_view event) {
+  const std::unique_ptr<struct btf, BtfFree> btf(btf__parse(path.c_str(), nullptr));
+  if (!btf) {
     const int err = errno;
     return fail(fmt::format("{}: cannot parse kernel BTF: {}", path.string(), errno_text(err)),
                 err);
   }
-  return std::unique_ptr<struct btf, BtfFree>(b);
-}
-
-bool path_exists(const fs::path& p) {
-  std::error_code ec;
-  return fs::exists(p, ec);
+  const std::string name = fmt::format("btf_trace_{}", event);
+  const int id = btf__find_by_name_kind(btf.get(), name.c_str(), BTF_KIND_TYPEDEF);
+  if (id < 0) {
+    return fail(fmt::format("{}: no {} (this kernel has no such tracepoint)", path.string(), name),
+                ENOENT);
+  }
+  // typedef -> pointer -> function prototype whose first parameter is the
+  // tracepoint's private data, not one of its arguments.
+  const struct btf_type* t = btf__type_by_id(btf.get(), static_cast<__u32>(id));
+  if (t != nullptr && btf_is_typedef(t)) t = btf__type_by_id(btf.get(), t->type);
+  if (t != nullptr && btf_is_ptr(t)) t = btf__type_by_id(btf.get(), t->type);
+  if (t == nullptr || !btf_is_func_proto(t) || btf_vlen(t) < 1) {
+    return fail(fmt::format("{}: {} is not a function pointer typedef", path.string(), name));
+  }
+  return static_cast<int>(btf_vlen(t)) - 1;
 }
 
 }  // namespace
@@ -114,37 +129,16 @@ Availability probe_tracepoint(const HostPaths& paths, std::string_view category,
 }
 
 Result<int> tracepoint_arg_count(const HostPaths& paths, std::string_view event) {
-  // Parsing the kernel's BTF takes tens of milliseconds and probes ask again
-  // when the source starts: the answers are kept, not the BTF.
+  // A parse takes tens of milliseconds and probes ask again when the source
+  // starts: the answers are kept, not the BTF.
   static std::mutex mu;
   static std::map<std::string, Result<int>> answers;
   const fs::path path = btf_path(paths);
   const std::string key = fmt::format("{}\n{}", path.string(), event);
   const std::scoped_lock lock(mu);
-  if (auto it = answers.find(key); it != answers.end()) return it->second;
-  Result<int> n = [&]() -> Result<int> {
-    auto b = parse_kernel_btf(path);
-    if (!b) return std::unexpected(b.error());
-    const struct btf* btf = b->get();
-    const std::string name = fmt::format("btf_trace_{}", event);
-    const int id = btf__find_by_name_kind(btf, name.c_str(), BTF_KIND_TYPEDEF);
-    if (id < 0) {
-      return fail(
-          fmt::format("{}: no {} (this kernel has no such tracepoint)", path.string(), name),
-          ENOENT);
-    }
-    // typedef -> pointer -> function prototype whose first parameter is the
-    // tracepoint's private data, not one of its arguments.
-    const struct btf_type* t = btf__type_by_id(btf, static_cast<__u32>(id));
-    if (t != nullptr && btf_is_typedef(t)) t = btf__type_by_id(btf, t->type);
-    if (t != nullptr && btf_is_ptr(t)) t = btf__type_by_id(btf, t->type);
-    if (t == nullptr || !btf_is_func_proto(t) || btf_vlen(t) < 1) {
-      return fail(fmt::format("{}: {} is not a function pointer typedef", path.string(), name));
-    }
-    return static_cast<int>(btf_vlen(t)) - 1;
-  }();
-  answers.emplace(key, n);
-  return n;
+  auto it = answers.find(key);
+  if (it == answers.end()) it = answers.emplace(key, count_tracepoint_args(path, event)).first;
+  return it->second;
 }
 
 Availability probe_damon_vaddr(const HostPaths& paths) {
