@@ -20,6 +20,7 @@
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
+#include "agent/host/availability.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/procfs.hpp"
@@ -363,6 +364,12 @@ Result<void> Controller::start_sources(bool targets_changed) {
       if (ok) {
         status.started = true;
         status.error.clear();
+        // What a source sees can change between its choice and its start: the
+        // first step sets [tiering]'s kernel.numa_balancing, and only then do
+        // faults include NUMA hint faults. Status says what holds now.
+        if (const Availability now_seen = src.probe(); now_seen.ok) {
+          status.reason = now_seen.why;
+        }
         spdlog::info("source {} started: {}", src.name(), status.reason);
       }
     }

@@ -168,7 +168,7 @@ class ScriptedSource final : public HotnessSource {
   using Script = std::function<void(TimeNs, const std::vector<Pid>&, SourceBatch&)>;
   ScriptedSource(SourceKind kind, Script script) : kind_(kind), script_(std::move(script)) {}
   [[nodiscard]] SourceKind kind() const override { return kind_; }
-  [[nodiscard]] Availability probe() const override { return {.ok = true, .why = "scripted"}; }
+  [[nodiscard]] Availability probe() const override { return probed; }
   Result<void> start() override {
     ++starts;
     return {};
@@ -187,6 +187,8 @@ class ScriptedSource final : public HotnessSource {
     ++*stops_seen;
   }
 
+  // What probe() answers: the host as it is when the loop starts the source.
+  Availability probed{.ok = true, .why = "scripted"};
   std::vector<Pid> targets;
   int starts = 0;
   int stops = 0;
@@ -711,6 +713,32 @@ TEST(Controller, AReloadKeepsTheBucketLevel) {
   faster.replace(faster.find("\"64KiB/s\""), 9, "\"128KiB/s\"");
   loop.ctl->apply_config(compile(faster), kT0 + 15 * kSec);
   EXPECT_EQ(loop.describe(false)["budget_bytes"], 320 * kKiB);
+}
+
+// A source is chosen before the first step sets [tiering]'s kernel knobs; what it
+// sees is probed again when it starts, and status says that, not the choice's
+// answer (faults: "numa_balancing is off" at the choice, hint faults after).
+TEST(Controller, StatusGivesTheSourcesReasonAsProbedWhenItStarts) {
+  Loop loop;
+  ASSERT_EQ(loop.ctl->state().sources[0].reason, "scripted");
+  loop.source->probed = {.ok = true, .why = "ok: including NUMA hint faults"};
+  loop.step(kT0);
+  ASSERT_EQ(loop.source->starts, 1);
+  EXPECT_EQ(loop.ctl->state().sources[0].reason, "ok: including NUMA hint faults");
+  // Probed once, at the start: a running source keeps its reason.
+  loop.source->probed = {.ok = true, .why = "later"};
+  loop.step(kT0 + 5 * kSec);
+  EXPECT_EQ(loop.ctl->state().sources[0].reason, "ok: including NUMA hint faults");
+}
+
+// A probe that fails at the start (the source started all the same) leaves the
+// chosen reason.
+TEST(Controller, AFailedProbeAtTheStartKeepsTheChosenReason) {
+  Loop loop;
+  loop.source->probed = {.ok = false, .why = "gone"};
+  loop.step(kT0);
+  ASSERT_EQ(loop.source->starts, 1);
+  EXPECT_EQ(loop.ctl->state().sources[0].reason, "scripted");
 }
 
 // Issue 14: a reload that changes [sources] swaps the running sources.

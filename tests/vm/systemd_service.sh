@@ -133,6 +133,11 @@ fi
 standby() { kvtierctl status 2>/dev/null | grep -q 'damon (stands by: NUMA hint faults'; }
 wait_for 30 standby && ok "damon stands by: $(kvtierctl status | grep -o 'damon (stands by[^)]*)')" ||
   bad "damon does not stand by under the shipped config: $(kvtierctl status 2>&1 | grep sources)"
+# The faults source was chosen before the first step set numa_balancing; status gives what it
+# sees since it started (hint faults), not the choice's "numa_balancing is off".
+hints() { kvtierctl status 2>/dev/null | grep -q 'faults (ok: user page faults including NUMA hint faults (numa_balancing=3)'; }
+wait_for 30 hints && ok "status: the faults source sees NUMA hint faults" ||
+  bad "status does not say the faults source sees hint faults: $(kvtierctl status 2>&1 | grep sources)"
 [[ $(kdamonds) == 0 ]] && ok "no kdamond while DAMON stands by" || bad "$(kdamonds) kdamond(s) while DAMON stands by"
 progs_during=$(kvtier_type_progs)
 new_progs=$(comm -13 <(echo "$progs_before") <(echo "$progs_during") | wc -l)
