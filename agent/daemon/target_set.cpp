@@ -153,6 +153,7 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
   for (auto& [pid, t] : targets_) {
     auto maps = read_maps(paths_, pid);
     if (!maps) continue;  // gone: discover() drops it next step
+    t.threads = read_thread_count(paths_, pid).value_or(0);
     const TrackedVmas picked = pick_vmas(*maps, host_bytes);
     if (picked.skipped_bytes > 0 && !t.said_reservations) {
       t.said_reservations = true;

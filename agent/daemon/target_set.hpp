@@ -24,6 +24,10 @@ struct Target {
   Pid pid = 0;
   std::size_t group = 0;  // index into Config::groups
   std::string comm;
+  // Threads at the last step (/proc/PID/status; 0: not read). The kernel's NUMA
+  // scan never unmaps a single-threaded process's pages on the node it runs
+  // on, so its reads there cause no hint faults.
+  std::uint32_t threads = 0;
   std::vector<AddrRange> vmas;  // tracked anonymous mappings, sorted
   std::unique_ptr<policy::HeatTable> heat;
   // From the last residency read (ResidencyReader::map).

@@ -15,6 +15,7 @@
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/host/numa_tiering.hpp"
 #include "agent/host/self_memory.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -123,6 +124,7 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
   for (const auto& [node, bytes] : hot_by_node) hot_nodes[fmt::format("{}", node)] = bytes;
   return {{"pid", t.pid},
           {"comm", t.comm},
+          {"threads", t.threads},
           {"group", s.config.config.groups[t.group].name},
           {"tracked_bytes", t.heat->tracked_bytes()},
           {"resident_bytes", resident},
@@ -172,6 +174,26 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   }
   if (!s.tiering_error.empty())
     out.push_back(fmt::format("tiering knobs not set: {}", s.tiering_error));
+  // With normal NUMA balancing on, the faults source counts on the kernel's scan
+  // to unmap every page now and then; for a single-threaded process it skips
+  // the pages on the node the process runs on (mm/mprotect.c), so reads there
+  // cause no hint fault and such a page looks idle from its last fault or write.
+  // The kernel's value as read at the last [tiering] apply; without one (no
+  // mover, replay), the config's wish, as for DAMON's standby.
+  const bool normal =
+      s.tiering.numa_balancing.has_value()
+          ? (*s.tiering.numa_balancing & kNumaBalancingNormal) != 0
+          : s.config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
+  if (normal) {
+    for (const auto& [pid, t] : s.targets.all()) {
+      if (t.threads != 1) continue;
+      out.push_back(fmt::format(
+          "target {} ({}) is single-threaded: the kernel's NUMA scan leaves its pages on the "
+          "node it runs on mapped, so its reads there cause no hint fault; they look idle from "
+          "their last fault or write",
+          pid, t.comm));
+    }
+  }
   if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {
     out.push_back(fmt::format("node {} full: a demotion there found no free memory {:.0f} s ago",
                               s.full_node, static_cast<double>(now - s.full_at) / 1e9));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -96,6 +97,30 @@ Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
   if (auto cg = parse_cgroup(*text)) return std::move(*cg);
   return fail(fmt::format("{}: no cgroup2 line ('0::/path'); mount cgroup2 to use memcg filters",
                           file.string()));
+}
+
+std::optional<std::uint32_t> parse_status_threads(std::string_view text) {
+  constexpr std::string_view kKey = "Threads:";
+  while (!text.empty()) {
+    const std::size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    if (!line.starts_with(kKey)) continue;
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    auto n = parse_u64(line, "Threads");
+    if (!n || *n == 0 || *n > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    return static_cast<std::uint32_t>(*n);
+  }
+  return std::nullopt;
+}
+
+Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid) {
+  const fs::path file = paths.proc / std::to_string(pid) / "status";
+  auto text = read_text(file);
+  if (!text) return std::unexpected(gone_or(text.error(), pid));
+  if (auto n = parse_status_threads(*text)) return *n;
+  return fail(fmt::format("{}: no 'Threads:' line", file.string()));
 }
 
 Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {

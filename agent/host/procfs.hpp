@@ -35,6 +35,12 @@ std::optional<std::string> parse_cgroup(std::string_view text);
 // gone; an error naming the file when it has no cgroup2 line.
 Result<std::string> read_cgroup(const HostPaths& paths, Pid pid);
 
+// The number of threads from the text of /proc/PID/status (its "Threads:" line).
+std::optional<std::uint32_t> parse_status_threads(std::string_view text);
+// How many threads the process has now: ESRCH when it is gone, an error naming
+// the file when its status has no Threads line.
+Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid);
+
 struct MapEntry {
   AddrRange range;
   std::string perms;  // "rw-p"

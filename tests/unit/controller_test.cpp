@@ -741,6 +741,34 @@ TEST(Controller, AFailedProbeAtTheStartKeepsTheChosenReason) {
   EXPECT_EQ(loop.ctl->state().sources[0].reason, "scripted");
 }
 
+// With normal NUMA balancing on (the default [tiering]) the faults source sees
+// reads in DRAM only through the kernel's scan, which skips a single-threaded
+// process's pages on its own node: status says so for each such target, and
+// not for a multi-threaded one or under "keep".
+TEST(Controller, StatusSaysASingleThreadedTargetsDramReadsGoUnseen) {
+  const std::string keep = std::string(kConfig) + "[tiering]\nnuma_balancing = \"keep\"\n";
+  struct Case {
+    const char* threads;
+    bool tiering;
+    bool said;
+  };
+  for (const Case c : {Case{"1", true, true}, Case{"12", true, false}, Case{"1", false, false}}) {
+    SCOPED_TRACE(std::string("threads ") + c.threads + (c.tiering ? ", tiering" : ", keep"));
+    Loop loop(hot_and_warm, true, SourceKind::kFault, c.tiering ? std::string(kConfig) : keep);
+    loop.host.write("proc/" + std::to_string(kServer) + "/status",
+                    std::string("Name:\tvllm\nThreads:\t") + c.threads + "\n");
+    loop.step(kT0);
+    const auto st = loop.describe(false);
+    EXPECT_EQ(st["targets"][0]["threads"], std::stoi(c.threads));
+    const auto degraded = st["degraded"];
+    const bool said = std::ranges::any_of(degraded, [](const nlohmann::json& line) {
+      return line.get<std::string>().starts_with("target " + std::to_string(kServer) +
+                                                 " (vllm) is single-threaded");
+    });
+    EXPECT_EQ(said, c.said) << degraded.dump();
+  }
+}
+
 // Issue 14: a reload that changes [sources] swaps the running sources.
 TEST(Controller, ReplaceSourcesStopsTheOldAndStartsTheNewWithTheTargets) {
   Loop loop;

@@ -41,6 +41,14 @@ TEST(ProcfsBounds, PureParsersTakeAnyText) {
   EXPECT_EQ(bad.error().message, "m:1: malformed maps line 'ffff-0000 rw-p 0 0:0 0'");
 }
 
+TEST(ProcfsBounds, ThreadsComeFromTheStatusLine) {
+  EXPECT_EQ(parse_status_threads("Name:\tkvsim\nUmask:\t0022\nThreads:\t1\nSigQ:\t0/1\n"), 1U);
+  EXPECT_EQ(parse_status_threads("Threads:\t48"), 48U);
+  EXPECT_FALSE(parse_status_threads("Name:\tkvsim\n"));
+  EXPECT_FALSE(parse_status_threads("Threads:\t0\n")) << "a live process has a thread";
+  EXPECT_FALSE(parse_status_threads("Threads:\tmany\n"));
+}
+
 // Lists are expanded id by id: a huge range is refused, not allocated.
 TEST(ProcfsBounds, IdListsAndNumbersAreBounded) {
   auto ids = parse_id_list("0-2000000000", "online");

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "fixture.hpp"
 
@@ -61,6 +63,23 @@ TEST(Procfs, CgroupIsTheCgroup2Line) {
   EXPECT_EQ(*cg, "/system.slice/vllm.service");
   // 17 has no cgroup file: like a process that just exited.
   auto gone = read_cgroup(kFixture, 17);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ESRCH);
+}
+
+// The real /proc: this test's own process, with one more thread while it runs.
+TEST(Procfs, ThreadCountFollowsTheProcess) {
+  const HostPaths host;
+  auto before = read_thread_count(host, getpid());
+  ASSERT_TRUE(before) << before.error().message;
+  std::promise<void> done;
+  std::thread extra([f = done.get_future()]() mutable { f.wait(); });
+  auto during = read_thread_count(host, getpid());
+  done.set_value();
+  extra.join();
+  ASSERT_TRUE(during) << during.error().message;
+  EXPECT_EQ(*during, *before + 1);
+  auto gone = read_thread_count(kFixture, 999999);
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().code, ESRCH);
 }

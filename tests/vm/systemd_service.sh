@@ -138,6 +138,10 @@ wait_for 30 standby && ok "damon stands by: $(kvtierctl status | grep -o 'damon 
 hints() { kvtierctl status 2>/dev/null | grep -q 'faults (ok: user page faults including NUMA hint faults (numa_balancing=3)'; }
 wait_for 30 hints && ok "status: the faults source sees NUMA hint faults" ||
   bad "status does not say the faults source sees hint faults: $(kvtierctl status 2>&1 | grep sources)"
+# kvsim is single-threaded: the kernel's scan skips its pages on node 0, and status says so.
+single() { kvtierctl status 2>/dev/null | grep -q 'degraded .*is single-threaded: the kernel.s NUMA scan'; }
+wait_for 30 single && ok "status: kvsim's DRAM reads go unseen (single-threaded)" ||
+  bad "status does not say that kvsim is single-threaded: $(kvtierctl status 2>&1 | grep -A3 degraded)"
 [[ $(kdamonds) == 0 ]] && ok "no kdamond while DAMON stands by" || bad "$(kdamonds) kdamond(s) while DAMON stands by"
 progs_during=$(kvtier_type_progs)
 new_progs=$(comm -13 <(echo "$progs_before") <(echo "$progs_during") | wc -l)
