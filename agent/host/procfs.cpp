@@ -102,9 +102,7 @@ Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
 std::optional<std::uint32_t> parse_status_threads(std::string_view text) {
   constexpr std::string_view kKey = "Threads:";
   while (!text.empty()) {
-    const std::size_t eol = text.find('\n');
-    std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+    std::string_view line = take_line(text);
     if (!line.starts_with(kKey)) continue;
     line.remove_prefix(kKey.size());
     while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
