@@ -90,6 +90,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   for (const auto& s : deps_.sources) {
     state_.sources.push_back(SourceStatus{.kind = s.source->kind(), .reason = s.reason});
   }
+  state_.kernel_tiering = deps_.tiering != nullptr;
   if (deps_.mover) state_.mover = deps_.mover->name();
   if (!deps_.thread_cpu) deps_.thread_cpu = thread_cpu_now;
   state_.observe_reason = deps_.observe_reason;
@@ -321,12 +322,7 @@ std::string Controller::damon_not_needed() const {
   for (const auto& s : state_.sources) {
     if (s.started) running.push_back(s.kind);
   }
-  const bool normal =
-      deps_.tiering
-          ? state_.tiering.numa_balancing &&
-                (*state_.tiering.numa_balancing & kNumaBalancingNormal) != 0
-          : state_.config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
-  return damon_standby_reason(running, normal);
+  return damon_standby_reason(running, state_.normal_balancing());
 }
 
 // Starts the sources not running yet and tells every source that starts or

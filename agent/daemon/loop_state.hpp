@@ -108,6 +108,18 @@ struct LoopState {
   std::string tiering_error;
   TieringKnobValues tiering;
   bool tiering_applied = false;
+  bool kernel_tiering = false;  // a tiering handle reads the kernel's knobs into `tiering`
+
+  // Whether normal NUMA balancing (kernel.numa_balancing bit 1) is on, so the
+  // hint faults see DRAM pages too: the kernel's value as read at the last
+  // [tiering] apply; without a kernel to read (observe-only, replay), the
+  // config's wish.
+  [[nodiscard]] bool normal_balancing() const {
+    if (kernel_tiering) {
+      return tiering.numa_balancing && (*tiering.numa_balancing & kNumaBalancingNormal) != 0;
+    }
+    return config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
+  }
 
   // A move of `bytes` at `now`, remembered for a minute.
   void record_move(TimeNs now, std::uint64_t bytes) {

@@ -15,7 +15,6 @@
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
-#include "agent/host/numa_tiering.hpp"
 #include "agent/host/self_memory.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
@@ -178,13 +177,7 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   // to unmap every page now and then; for a single-threaded process it skips
   // the pages on the node the process runs on (mm/mprotect.c), so reads there
   // cause no hint fault and such a page looks idle from its last fault or write.
-  // The kernel's value as read at the last [tiering] apply; without one (no
-  // mover, replay), the config's wish, as for DAMON's standby.
-  const bool normal =
-      s.tiering.numa_balancing.has_value()
-          ? (*s.tiering.numa_balancing & kNumaBalancingNormal) != 0
-          : s.config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
-  if (normal) {
+  if (s.normal_balancing()) {
     for (const auto& [pid, t] : s.targets.all()) {
       if (t.threads != 1) continue;
       out.push_back(fmt::format(
