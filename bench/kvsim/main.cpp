@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -23,10 +24,12 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/daemon/recording.hpp"
@@ -120,6 +123,45 @@ struct Options {
   std::vector<double> cold_ages{10, 30};
   std::optional<std::uint64_t> inject_after;
   std::uint32_t read_nodes_every = 0;
+  std::uint32_t idle_threads = 0;
+};
+
+// Threads that only wait until kvsim ends. An inference server has many threads; kvsim's
+// work runs on one. The kernel's NUMA scan leaves a single-threaded process's pages on its own
+// node mapped (mm/mprotect.c), so with no other thread its reads of them cause no NUMA hint
+// fault; with these, they do, as a server's would. They run nothing and take no signal.
+class IdleThreads {
+ public:
+  explicit IdleThreads(std::uint32_t n) {
+    sigset_t all;
+    sigset_t old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    threads_.reserve(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stop_; });
+      });
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
+  ~IdleThreads() {
+    {
+      const std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  IdleThreads(const IdleThreads&) = delete;
+  IdleThreads& operator=(const IdleThreads&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
 };
 
 // Fails with one line naming what to fix; exceptions stop here.
@@ -299,6 +341,7 @@ int run(const Options& o) {
                                           .created_ns = mono_now()})));
   }
 
+  const IdleThreads idle(o.idle_threads);
   // Before the start event: a driver may signal as soon as it has read the pid.
   struct sigaction sa {};
   sa.sa_handler = on_usr1;
@@ -314,6 +357,7 @@ int run(const Options& o) {
       {"pid", pid},
       {"pool", {range.start, range.end}},
       {"pool_bytes", range.bytes()},
+      {"threads", 1 + o.idle_threads},
       {"model",
        {{"name", model.name},
         {"layers", model.layers},
@@ -620,6 +664,12 @@ int parse_and_run(int argc, char** argv) {
                  "Every N decode steps, ask the kernel (move_pages) which NUMA node holds each "
                  "page the step reads and count the read bytes per node (0: never)")
       ->capture_default_str();
+  app.add_option("--idle-threads", o.idle_threads,
+                 "Start N threads that only wait, as an inference server has many (with one "
+                 "thread the kernel's NUMA scan leaves kvsim's pages on its own node mapped, so "
+                 "reads of them cause no NUMA hint fault)")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 1024U));
   app.footer("Exit status: 0 success, 1 error, 2 bad usage, 3 corrupted KV data found.");
   try {
     app.parse(argc, argv);

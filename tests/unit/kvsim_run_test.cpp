@@ -175,23 +175,43 @@ TEST(KvsimRun, BadInputIsAOneLineErrorNotACrash) {
   fs::remove_all(dir);
 }
 
-TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
-  // What a driver does: read the start event for the pid, signal at once.
-  const fs::path dir = temp_dir("kvsim_usr1");
+// Threads: from /proc/PID/status.
+int proc_threads(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// kvsim with `extra` arguments, signalled as a driver does (it reads the start event for the
+// pid and signals at once): the start event's thread count and /proc's, then SIGUSR1 (the
+// truth must be written) and SIGTERM (a clean end), whichever thread the kernel hands them to.
+void expect_threads_and_signals(const std::vector<std::string>& extra, int threads) {
+  const fs::path dir = temp_dir("kvsim_threads");
   const fs::path truth = dir / "truth.json";
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
+  std::vector<std::string> args = {
+      "kvsim",       "--trace",    (kFixtures / "mini_mooncake.jsonl").string(),
+      "--kv-budget", "16MiB",      "--capacity-tokens",
+      "131072",      "--duration", "20",
+      "--step-ms",   "5",          "--loop",
+      "--stats",     "/dev/null",  "--truth",
+      truth.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const std::string trace = (kFixtures / "mini_mooncake.jsonl").string();
-    const std::string truth_s = truth.string();
     dup2(fds[1], STDOUT_FILENO);
     close(fds[0]);
     close(fds[1]);
-    execl(KVTIER_KVSIM_BIN, "kvsim", "--trace", trace.c_str(), "--kv-budget", "16MiB",
-          "--capacity-tokens", "131072", "--duration", "20", "--step-ms", "5", "--loop", "--stats",
-          "/dev/null", "--truth", truth_s.c_str(), static_cast<char*>(nullptr));
+    execv(KVTIER_KVSIM_BIN, argv.data());
     _exit(127);
   }
   close(fds[1]);
@@ -201,7 +221,8 @@ TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
   ASSERT_NE(fgets(line, sizeof line, out), nullptr);
   const json start = json::parse(line, nullptr, false);
   ASSERT_EQ(start["event"], "start") << line;
-  EXPECT_EQ(start["pid"], pid);
+  EXPECT_EQ(start["threads"], threads);
+  EXPECT_EQ(proc_threads(pid), threads);
   ASSERT_EQ(kill(pid, SIGUSR1), 0);
   // The next line must be the truth event: the signal neither killed it nor got lost.
   ASSERT_NE(fgets(line, sizeof line, out), nullptr);
@@ -224,6 +245,22 @@ TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
   EXPECT_EQ(WEXITSTATUS(st), 0);
   EXPECT_THAT(rest, ::testing::HasSubstr(R"("result":"ok")"));
   fs::remove_all(dir);
+}
+
+TEST(KvsimRun, Sigusr1RightAfterStartWritesTheTruth) {
+  // One thread by default.
+  expect_threads_and_signals({}, 1);
+}
+
+TEST(KvsimRun, IdleThreadsAreThreadsOfTheProcessAndSignalsStillWork) {
+  expect_threads_and_signals({"--idle-threads", "3"}, 4);
+}
+
+TEST(KvsimRun, IdleThreadsOutOfRangeIsABadUsage) {
+  EXPECT_EQ(
+      run_kvsim("--trace " + (kFixtures / "mini_mooncake.jsonl").string() + " --idle-threads 5000")
+          .status,
+      2);
 }
 
 class KvsimRealTraces : public ::testing::TestWithParam<const char*> {};
