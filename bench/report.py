@@ -622,7 +622,10 @@ def settings_md(results):
                    f"({ks['trace']['requests']} requests), time scale {ks['time_scale']} (real time), "
                    f"pool {ks['pool_bytes'] // MIB} MiB = {ks['sim']['blocks']} blocks of "
                    f"{ks['sim']['block_bytes'] // 1024} KiB; {ks['scaled']}; decode step paced to "
-                   f"{ks['sim']['step_ms']:.0f} ms.")
+                   f"{ks['sim']['step_ms']:.0f} ms; "
+                   + (f"{ks['threads']} threads ({ks['threads'] - 1} idle: --idle-threads)."
+                      if ks.get("threads", 1) > 1 else
+                      "one thread (the kernel's NUMA scan leaves its DRAM pages mapped)."))
     for r in results:
         for e in r.get("settings_events", []):
             if e["event"] == "settings":

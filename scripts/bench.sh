@@ -6,7 +6,7 @@
 #
 # Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
 #                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
-#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--report-only]
+#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--idle-threads N] [--report-only]
 #   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
 #   --out       where results go (default build/bench/<date>)
 #   --modes     none kernel damos damos-goal oracle kvtier (damos-goal needs --kernel 7.3, damos
@@ -20,6 +20,8 @@
 #   --thp       kvsim's pool in 4 KiB pages (never, the default: kvsim --no-hugepages) or as the
 #               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md)
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
+#   --idle-threads  N more kvsim threads that only wait (default 0: kvsim is single-threaded,
+#               so the kernel's NUMA scan never unmaps its pages in DRAM; see docs/benchmarks.md)
 #   --report-only  rebuild the report from OUT's files without running anything
 # Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
@@ -40,6 +42,7 @@ thp=never
 budget=256MiB
 mem0=256
 mem1=1024
+idle_threads=0
 report_only=0
 failed=0
 while (($#)); do
@@ -54,13 +57,15 @@ while (($#)); do
     --budget) budget=${2:?}; shift ;;
     --mem0) mem0=${2:?}; shift ;;
     --mem1) mem1=${2:?}; shift ;;
+    --idle-threads) idle_threads=${2:?}; shift ;;
     --report-only) report_only=1 ;;
-    -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "bench: --duration '$duration' is not a positive integer" >&2; exit 2; }
+[[ $idle_threads =~ ^[0-9]+$ ]] || { echo "bench: --idle-threads '$idle_threads' is not a whole number" >&2; exit 2; }
 [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "bench: --repeat '$repeat' is not a positive integer" >&2; exit 2; }
 case $thp in
   never | system) ;;
@@ -113,6 +118,7 @@ if ((!report_only)); then
   kvsim_args=(--trace "/kvtier/traces/$trace_file" --kv-budget "$budget"
     --time-scale 1 --read-nodes-every 1 --stats-interval 1 --cold-ages 10,30 --flush-tlb)
   [[ $thp == never ]] && kvsim_args+=(--no-hugepages)
+  ((idle_threads == 0)) || kvsim_args+=(--idle-threads "$idle_threads")
   # Every mode once, then again: slow changes in the shared machine's load hit every mode alike.
   for ((r = 1; r <= repeat; r++)); do
     for mode in $modes; do

@@ -198,6 +198,8 @@ class WholeReport(unittest.TestCase):
             for col in report.COLUMNS:
                 self.assertIn(col, md)
             self.assertIn("| kvtier | not available: kvtierd runs but does not manage kvsim |", md)
+            # A start event without "threads" is an older kvsim's: one thread.
+            self.assertIn("one thread (the kernel's NUMA scan leaves its DRAM pages mapped)", md)
             with open(os.path.join(d, "results.json"), encoding="utf-8") as f:
                 res = {r["mode"]: r for r in json.load(f)}
             r = res["none"]
@@ -208,6 +210,13 @@ class WholeReport(unittest.TestCase):
             self.assertAlmostEqual(r["migration"]["migrated_mib_s"], 1.0)
             self.assertEqual(r["corrupted_bytes"], 0)
             self.assertNotIn("share_cxl", res["kvtier"])
+            # kvsim --idle-threads 3: the settings say so.
+            ev[2]["threads"] = 4
+            with open(os.path.join(d, "none.jsonl"), "w") as f:
+                f.write("\n".join(json.dumps(e) for e in ev) + "\n")
+            self.assertEqual(report.main([d, "--modes", "none,kvtier", "--no-plot"]), 0)
+            with open(os.path.join(d, "report.md"), encoding="utf-8") as f:
+                self.assertIn("4 threads (3 idle: --idle-threads).", f.read())
 
 
 class OracleCheck(unittest.TestCase):
