@@ -196,7 +196,7 @@ class Planner {
       if (tv.group >= groups_.size()) continue;
       GroupWork& g = groups_[tv.group];
       const HeatUnit& u = pc.unit;
-      const Rule rule = g.rules.classify(u);
+      const Rule rule = g.rules.classify(u, tv.dram_reads_unseen);
       const bool warm = rule == Rule::kWarm && g.rules.exchangeable(u.last_access);
       if (rule != Rule::kCold && rule != Rule::kCooling && !warm) continue;
       (rule == Rule::kCold      ? g.cold
@@ -319,11 +319,12 @@ class Planner {
     GroupWork& g = groups_[tv.group];
     const GroupRules& rules = g.rules;
     const bool take_warm = rules.watermark();
+    const bool unseen = tv.dram_reads_unseen;
     std::uint64_t dram_use = 0;
     // Called for every page: inlined.
     tv.heat->for_each_unit(
         s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
-          const Rule rule = rules.classify(u);
+          const Rule rule = rules.classify(u, unseen);
           if (rule == Rule::kUnknownNode) return;
           const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
                             (rule == Rule::kExcluded && rules.slow(u.node));
@@ -578,10 +579,10 @@ class Planner {
     }
   }
 
+  // The idle time from which the cold-age pass demotes target's units.
   [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target) const {
-    const std::size_t g = s_.targets[target].group;
-    const TimeNs configured = s_.groups[g].policy.cold_age.value_or(0);
-    return g < s_.cold_age.size() ? std::max(configured, s_.cold_age[g]) : configured;
+    const TargetView& tv = s_.targets[target];
+    return from_tick(groups_[tv.group].rules.cold_after(tv.dram_reads_unseen));
   }
 
   std::string describe(const Chosen& c, std::uint64_t bytes, float max_heat,

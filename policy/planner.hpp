@@ -45,6 +45,12 @@ struct TargetView {
   const HeatTable* heat = nullptr;  // its ranges: heat, last access/move, node
   // Where promotions go; default: the CPU node nearest to the range's node.
   std::optional<int> home_node;
+  // No evidence sees this target's reads of its DRAM pages (a single-threaded
+  // process under normal NUMA balancing: the kernel's scan leaves those pages
+  // mapped). Idle since the last fault or write is then a lower bound: the
+  // cold-age pass waits twice the cold age; room for DRAM headroom and for
+  // promotions is still made from the cold age on (Rule::kCooling).
+  bool dram_reads_unseen = false;
 };
 
 struct Snapshot {

@@ -58,6 +58,7 @@ GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs 
   if (cold_on_) {
     cold_ticks_ = ceil_ticks(*group.policy.cold_age);
     effective_ticks_ = std::max(cold_ticks_, cold_age ? ceil_ticks(*cold_age) : cold_ticks_);
+    unseen_ticks_ = std::max(effective_ticks_, 2 * cold_ticks_);
     policy_.cold_age = from_tick(effective_ticks_);
   }
   std::ranges::sort(exclude_, {}, &AddrRange::start);
@@ -87,7 +88,7 @@ bool GroupRules::excluded(AddrRange r) const {
   return it != exclude_.begin() && std::prev(it)->end > r.start;
 }
 
-std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
+std::string GroupRules::words(Rule rule, const HeatUnit& u, bool unseen) const {
   const GroupPolicy& pol = policy_;
   const TimeNs last = from_tick(u.last_access);
   const TimeNs idle = now_ > last ? now_ - last : 0;
@@ -130,6 +131,13 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
       return fmt::format("warm: idle {} < cold_age {}{}", format_duration(idle), dur(cold_ticks_),
                          watermark_ ? "; demoted only while above dram_limit or keep_free" : "");
     case Rule::kCooling:
+      if (unseen && unseen_ticks_ > effective_ticks_) {
+        return fmt::format(
+            "cooling: idle {} >= cold_age {} but < {}, twice cold_age: this process's reads "
+            "in DRAM go unseen (single-threaded, see kvtierctl status), so its idle time is a "
+            "lower bound; demoted only to keep DRAM headroom",
+            format_duration(idle), dur(cold_ticks_), dur(unseen_ticks_));
+      }
       return fmt::format(
           "cooling: idle {} >= cold_age {} but < the effective cold age {} (raised by "
           "mis-demotions): demoted only to keep DRAM headroom",
@@ -138,14 +146,14 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u) const {
       return fmt::format(
           "cold (idle {} >= {}): eligible for demotion to node {}, waiting for budget or the "
           "fill limit (see plan notes)",
-          format_duration(idle), dur(effective_ticks_), demotion_dest(u.node));
+          format_duration(idle), dur(cold_after(unseen)), demotion_dest(u.node));
   }
   return "?";
 }
 
-Verdict explain_unit(const GroupRules& rules, const HeatUnit& u,
-                     std::span<const PlannedMove> moves) {
-  Verdict v{.rule = rules.classify(u)};
+Verdict explain_unit(const GroupRules& rules, const HeatUnit& u, std::span<const PlannedMove> moves,
+                     bool unseen) {
+  Verdict v{.rule = rules.classify(u, unseen)};
   for (const auto& m : moves) {
     if (m.range.start < u.range.end && u.range.start < m.range.end) {
       v.move = &m;
@@ -153,7 +161,7 @@ Verdict explain_unit(const GroupRules& rules, const HeatUnit& u,
       return v;
     }
   }
-  v.why = rules.words(v.rule, u);
+  v.why = rules.words(v.rule, u, unseen);
   return v;
 }
 

@@ -35,7 +35,8 @@ enum class Rule : std::uint8_t {
   kWarm,             // on a fast node, idle < cold_age: demoted only under the group's
                      // own limits (dram_limit, keep_free)
   kCooling,          // on a fast node, cold_age <= idle < the effective cold age (raised
-                     // by mis-demotions): demoted only to keep DRAM headroom
+                     // by mis-demotions; at least twice cold_age for a target whose DRAM
+                     // reads go unseen): demoted only to keep DRAM headroom
   kCold,             // on a fast node, idle >= the effective cold age: demoted, coldest
                      // first
 };
@@ -68,7 +69,8 @@ class GroupRules {
   GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs now,
              std::optional<TimeNs> cold_age = std::nullopt);
 
-  [[nodiscard, gnu::always_inline]] Rule classify(const HeatUnit& u) const {
+  // `unseen`: the unit's target's reads in DRAM go unseen (TargetView::dram_reads_unseen).
+  [[nodiscard, gnu::always_inline]] Rule classify(const HeatUnit& u, bool unseen = false) const {
     const auto id = static_cast<std::size_t>(u.node);  // -1 wraps: unknown
     if (id >= slow_.size() || present_[id] == 0) return Rule::kUnknownNode;
     if (!exclude_.empty() && excluded(u.range)) return Rule::kExcluded;
@@ -85,7 +87,13 @@ class GroupRules {
     if (!cold_on_) return Rule::kWarm;
     const std::uint32_t idle = now_tick_ - std::min(now_tick_, u.last_access);
     if (idle < cold_ticks_) return Rule::kWarm;
-    return idle < effective_ticks_ ? Rule::kCooling : Rule::kCold;
+    return idle < cold_after(unseen) ? Rule::kCooling : Rule::kCold;
+  }
+
+  // The idle time from which the cold-age pass demotes: the effective cold age,
+  // and at least twice cold_age when the target's reads in DRAM go unseen.
+  [[nodiscard]] std::uint32_t cold_after(bool unseen) const {
+    return unseen ? unseen_ticks_ : effective_ticks_;
   }
 
   // For this group: a demotion target, or the group's own demotion_node.
@@ -118,7 +126,7 @@ class GroupRules {
   }
 
   // The verdict in words (what explain shows for a unit no move covers).
-  [[nodiscard]] std::string words(Rule rule, const HeatUnit& u) const;
+  [[nodiscard]] std::string words(Rule rule, const HeatUnit& u, bool unseen = false) const;
 
  private:
   [[nodiscard]] bool excluded(AddrRange r) const;
@@ -129,6 +137,7 @@ class GroupRules {
   std::uint32_t now_tick_;
   std::uint32_t cold_ticks_ = 0;
   std::uint32_t effective_ticks_ = 0;
+  std::uint32_t unseen_ticks_ = 0;  // max(effective_ticks_, 2 x cold_ticks_)
   std::uint32_t residence_ticks_ = 0;
   float demote_heat_;
   float promote_heat_;
@@ -149,7 +158,7 @@ struct Verdict {
 
 // Why a unit of a target sits where it is: the planned move covering it
 // (`moves`: the plan's moves of that target), else the rule's words.
-Verdict explain_unit(const GroupRules& rules, const HeatUnit& u,
-                     std::span<const PlannedMove> moves);
+Verdict explain_unit(const GroupRules& rules, const HeatUnit& u, std::span<const PlannedMove> moves,
+                     bool unseen = false);
 
 }  // namespace kvtier::policy

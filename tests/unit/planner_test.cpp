@@ -333,6 +333,34 @@ TEST(Planner, FreeMemoryTheKernelKeepsIsNoRoom) {
   EXPECT_EQ(f.topo.nodes[0].usable_free_bytes(), 0U);
 }
 
+// A target whose reads in DRAM go unseen (TargetView::dram_reads_unseen: a
+// single-threaded process under normal NUMA balancing): the cold-age pass waits
+// twice the cold age for its pages, the room pass takes them from the cold age on.
+TEST(Planner, UnseenReadsWaitTwiceTheColdAgeUnlessRoomIsNeeded) {
+  Fixture f;
+  f.snap.limits.dram_headroom = 0;
+  auto& t = f.table();
+  t.track(pages(0, 4), 0, kNow - 45 * kSec);   // idle 45 s: cold age 30 s < 45 s < 60 s
+  t.track(pages(10, 4), 0, kNow - 61 * kSec);  // idle 61 s: twice the cold age too
+  Plan p = f.run();
+  EXPECT_EQ(p.demote_bytes, 8 * kPageSize) << "seen reads: both idle for the cold age";
+
+  f.snap.targets[0].dram_reads_unseen = true;
+  p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(10, 4));
+  EXPECT_EQ(p.moves[0].reason, MoveReason::kColdAge);
+  EXPECT_EQ(p.moves[0].why, "idle 1.02m >= cold age 1m; heat 0.00/s <= demote_heat 0.50/s; 16KiB");
+
+  // DRAM short of room (min_free plus two pages free): the room pass takes the
+  // pages idle for the cold age, the coldest first.
+  f.topo = dram_and_cxl((16ULL << 20) + 2 * kPageSize);
+  f.snap.limits.min_free = 16ULL << 20;
+  f.snap.limits.dram_headroom = 0.5;
+  p = f.run();
+  EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), 8 * kPageSize) << "cooling ones too";
+}
+
 // DRAM full, nothing idle for cold_age: pages idle for half the cold age or more
 // make room for what waits on the slow node (an exchange), coldest first; pages
 // idle for less stay, and without anything waiting no warm page moves.

@@ -112,6 +112,26 @@ TEST(Rules, AnEffectiveColdAgeAboveTheFloorMakesCooling) {
   EXPECT_EQ(low.classify(unit(0, 0.0F, 30 * kSec)), Rule::kCold);
 }
 
+TEST(Rules, UnseenReadsMakeCoolingUpToTwiceTheColdAge) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  const GroupRules rules(group(), facts, kNow);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 30 * kSec), true), Rule::kCooling);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 59 * kSec), true), Rule::kCooling);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 60 * kSec), true), Rule::kCold);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 30 * kSec)), Rule::kCold);
+  EXPECT_EQ(rules.classify(unit(0, 0.0F, 29 * kSec), true), Rule::kWarm);
+  EXPECT_THAT(rules.words(Rule::kCooling, unit(0, 0.0F, 30 * kSec), true),
+              HasSubstr("< 1m, twice cold_age: this process's reads in DRAM go unseen"));
+  EXPECT_THAT(rules.words(Rule::kCold, unit(0, 0.0F, 60 * kSec), true), HasSubstr(">= 1m)"));
+  // An effective cold age above twice the floor wins.
+  const GroupRules raised(group(), facts, kNow, 90 * kSec);
+  EXPECT_EQ(raised.classify(unit(0, 0.0F, 80 * kSec), true), Rule::kCooling);
+  EXPECT_EQ(raised.classify(unit(0, 0.0F, 90 * kSec), true), Rule::kCold);
+  EXPECT_THAT(raised.words(Rule::kCooling, unit(0, 0.0F, 80 * kSec), true),
+              HasSubstr("effective cold age 1.5m"));
+}
+
 TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
   // Node 2 is no demotion target for the host, but the group demotes to it:
   // what sits there is on the group's slow node (promoted when hot), and DRAM
