@@ -587,7 +587,10 @@ policy::Snapshot Controller::snapshot(TimeNs now) {
                         .budget_bytes = state_.budget_bytes,
                         .cold_age = state_.cold_ages()};
   for (auto& [pid, t] : state_.targets.all()) {
-    snap.targets.push_back(policy::TargetView{.pid = pid, .group = t.group, .heat = t.heat.get()});
+    snap.targets.push_back(policy::TargetView{.pid = pid,
+                                              .group = t.group,
+                                              .heat = t.heat.get(),
+                                              .dram_reads_unseen = state_.dram_reads_unseen(t)});
   }
   return snap;
 }
@@ -759,7 +762,7 @@ Result<void> Controller::start_recording(const std::filesystem::path& path, Reco
   auto w = RecordingWriter::create(path, limits, now);
   if (!w) return std::unexpected(w.error());
   recording_ = std::move(*w);
-  recorded_vmas_.clear();
+  recorded_targets_.clear();
   RecStart start{.now = now, .mover = deps_.mover != nullptr};
   for (const auto& s : deps_.sources) start.sources.push_back(s.source->kind());
   if (deps_.mover) start.mover_name = std::string(deps_.mover->name());
@@ -784,21 +787,24 @@ void Controller::write_record(const Record& r, TimeNs now) {
   }
 }
 
-// Targets that joined (their process facts, for the config's selectors) and
-// tracked mappings that changed since the recording last said.
+// Targets that joined (their process facts, for the config's selectors), and
+// tracked mappings and thread counts that changed since the recording last said.
 void Controller::rec_targets(TimeNs now) {
   if (!recording_open()) return;
   RecTargets pids;
   for (const auto& [pid, t] : state_.targets.all()) {
     pids.pids.push_back(pid);
-    auto it = recorded_vmas_.find(pid);
-    if (it != recorded_vmas_.end() && it->second == t.vmas) continue;
-    RecTarget target{.info = {.pid = pid, .comm = t.comm}, .vmas = t.vmas};
+    auto it = recorded_targets_.find(pid);
+    if (it != recorded_targets_.end() && it->second.first == t.vmas &&
+        it->second.second == t.threads) {
+      continue;
+    }
+    RecTarget target{.info = {.pid = pid, .comm = t.comm}, .vmas = t.vmas, .threads = t.threads};
     if (auto info = read_process(deps_.paths, pid)) target.info = std::move(*info);
     write_record(std::move(target), now);
-    recorded_vmas_[pid] = t.vmas;
+    recorded_targets_[pid] = {t.vmas, t.threads};
   }
-  std::erase_if(recorded_vmas_, [&](const auto& kv) { return !state_.targets.find(kv.first); });
+  std::erase_if(recorded_targets_, [&](const auto& kv) { return !state_.targets.find(kv.first); });
   write_record(std::move(pids), now);
 }
 

@@ -185,8 +185,9 @@ class Controller {
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
   std::unique_ptr<RecordingWriter> recording_;
-  // What the recording has said of each target (its mappings), to write changes only.
-  std::map<Pid, std::vector<AddrRange>> recorded_vmas_;
+  // What the recording has said of each target (its mappings and thread count), to
+  // write changes only.
+  std::map<Pid, std::pair<std::vector<AddrRange>, std::uint32_t>> recorded_targets_;
 };
 
 }  // namespace kvtier::agent

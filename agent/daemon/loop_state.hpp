@@ -121,6 +121,22 @@ struct LoopState {
     return config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
   }
 
+  // Whether no running source sees target t's reads of its DRAM pages: DAMON
+  // stands by because the hint faults see DRAM pages (normal balancing, the
+  // faults source, no PMU samples), but the kernel's scan leaves a
+  // single-threaded process's pages on the node it runs on mapped
+  // (mm/mprotect.c), so reads there cause no hint fault.
+  [[nodiscard]] bool dram_reads_unseen(const Target& t) const {
+    if (t.threads != 1 || !normal_balancing()) return false;
+    bool faults = false;
+    for (const auto& s : sources) {
+      if (!s.started) continue;
+      if (s.kind == SourceKind::kPmu) return false;
+      faults = faults || s.kind == SourceKind::kFault || s.kind == SourceKind::kPmuSoft;
+    }
+    return faults;
+  }
+
   // A move of `bytes` at `now`, remembered for a minute.
   void record_move(TimeNs now, std::uint64_t bytes) {
     if (bytes > 0) {

@@ -196,6 +196,7 @@ void put(Out& o, const RecTarget& r) {
   o.str(r.info.exe);
   o.str(r.info.cgroup);
   o.ranges(r.vmas);
+  o.u32(r.threads);
 }
 void put(Out& o, const RecTargets& r) {
   o.u32(static_cast<std::uint32_t>(r.pids.size()));
@@ -391,6 +392,7 @@ std::optional<Record> get(RecordType t, In& in, std::uint32_t version) {
       r.info.exe = in.str();
       r.info.cgroup = in.str();
       r.vmas = in.ranges();
+      if (version >= 3) r.threads = in.u32();
       return r;
     }
     case RecordType::kTargets: {

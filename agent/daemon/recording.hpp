@@ -24,7 +24,9 @@ namespace kvtier::agent {
 inline constexpr char kRecordingMagic[8] = {'K', 'V', 'T', 'R', 'E', 'C', '\0', '\n'};
 // 2: a topology record gives each node's reserved free memory too (NumaNode::
 // mem_reserved_bytes); version 1 files still read, with none reserved.
-inline constexpr std::uint32_t kRecordingVersion = 2;
+// 3: a target record gives the process's thread count too (RecTarget::threads);
+// older files read with it unknown (0).
+inline constexpr std::uint32_t kRecordingVersion = 3;
 inline constexpr std::uint32_t kOldestRecordingVersion = 1;
 
 enum class RecordType : std::uint8_t {
@@ -63,10 +65,12 @@ struct RecTopology {
   policy::Topology topology;
 };
 
-// A target's process facts (when it joins) or its tracked mappings (when they change).
+// A target's process facts (when it joins), its tracked mappings or its thread
+// count (when they change).
 struct RecTarget {
   policy::ProcessInfo info;
   std::vector<AddrRange> vmas;
+  std::uint32_t threads = 0;  // Threads: of /proc/PID/status; 0: unknown (version < 3)
 };
 
 // The pids that are targets after this step's discovery.

@@ -177,15 +177,13 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   // to unmap every page now and then; for a single-threaded process it skips
   // the pages on the node the process runs on (mm/mprotect.c), so reads there
   // cause no hint fault and such a page looks idle from its last fault or write.
-  if (s.normal_balancing()) {
-    for (const auto& [pid, t] : s.targets.all()) {
-      if (t.threads != 1) continue;
-      out.push_back(fmt::format(
-          "target {} ({}) is single-threaded: the kernel's NUMA scan leaves its pages on the "
-          "node it runs on mapped, so its reads there cause no hint fault; they look idle from "
-          "their last fault or write",
-          pid, t.comm));
-    }
+  for (const auto& [pid, t] : s.targets.all()) {
+    if (!s.dram_reads_unseen(t)) continue;
+    out.push_back(fmt::format(
+        "target {} ({}) is single-threaded: the kernel's NUMA scan leaves its pages on the "
+        "node it runs on mapped, so its reads there cause no hint fault; they look idle from "
+        "their last fault or write, and the cold-age pass waits twice cold_age for them",
+        pid, t.comm));
   }
   if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {
     out.push_back(fmt::format("node {} full: a demotion there found no free memory {:.0f} s ago",
@@ -314,11 +312,16 @@ Result<json> explain(const LoopState& s, Pid pid, TimeNs now) {
   if (!found) return std::unexpected(found.error());
   const Target& t = **found;
   const auto& group = s.config.config.groups[t.group];
-  const policy::GroupRules rules(group, policy::NodeFacts(s.topology), now);
+  // The planner's rules: the group's effective cold age, and the target's evidence.
+  const std::optional<TimeNs> cold_age = t.group < s.feedback.size()
+                                             ? std::optional(s.feedback[t.group].tuner.effective())
+                                             : std::nullopt;
+  const policy::GroupRules rules(group, policy::NodeFacts(s.topology), now, cold_age);
+  const bool unseen = s.dram_reads_unseen(t);
   json runs = json::array();
   json cur;
   t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    const std::string why = policy::explain_unit(rules, u, t.last_moves).why;
+    const std::string why = policy::explain_unit(rules, u, t.last_moves, unseen).why;
     if (!cur.is_null() && cur["end"] == u.range.start && cur["node"] == u.node &&
         cur["why"] == why && runs.size() < 100000) {
       cur["end"] = u.range.end;

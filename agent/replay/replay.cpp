@@ -264,6 +264,8 @@ class ProcTree {
       std::ofstream(dir / "cmdline") << t.info.cmdline;
       if (!t.info.cgroup.empty()) std::ofstream(dir / "cgroup") << "0::" << t.info.cgroup << '\n';
       if (!t.info.exe.empty()) fs::create_symlink(t.info.exe, dir / "exe", ec);
+      // The thread count, as the daemon read it (recordings before version 3: unknown).
+      if (t.threads > 0) std::ofstream(dir / "status") << "Threads:\t" << t.threads << '\n';
       std::ofstream maps(dir / "maps");
       for (const auto& v : t.vmas)
         maps << fmt::format("{:x}-{:x} rw-p 00000000 00:00 0\n", v.start, v.end);

@@ -741,31 +741,51 @@ TEST(Controller, AFailedProbeAtTheStartKeepsTheChosenReason) {
   EXPECT_EQ(loop.ctl->state().sources[0].reason, "scripted");
 }
 
-// With normal NUMA balancing on (the default [tiering]) the faults source sees
-// reads in DRAM only through the kernel's scan, which skips a single-threaded
-// process's pages on its own node: status says so for each such target, and
-// not for a multi-threaded one or under "keep".
-TEST(Controller, StatusSaysASingleThreadedTargetsDramReadsGoUnseen) {
+// With normal NUMA balancing on, the faults source sees a target's reads in
+// DRAM only through the kernel's scan, which skips a single-threaded process's
+// pages on its own node: status says so for each such target, and its idle
+// pages wait twice the cold age for the cold-age pass (explain says why). Not
+// for a multi-threaded one, under "keep" (DAMON then sees DRAM), or with PMU
+// samples, which see every node: their idle pages go at the cold age.
+TEST(Controller, ASingleThreadedTargetsDramReadsGoUnseenAndItsIdlePagesWaitTwiceTheColdAge) {
   const std::string keep = std::string(kConfig) + "[tiering]\nnuma_balancing = \"keep\"\n";
   struct Case {
     const char* threads;
     bool tiering;
-    bool said;
+    SourceKind source;
+    bool unseen;
   };
-  for (const Case c : {Case{"1", true, true}, Case{"12", true, false}, Case{"1", false, false}}) {
-    SCOPED_TRACE(std::string("threads ") + c.threads + (c.tiering ? ", tiering" : ", keep"));
-    Loop loop(hot_and_warm, true, SourceKind::kFault, c.tiering ? std::string(kConfig) : keep);
+  for (const Case c :
+       {Case{"1", true, SourceKind::kFault, true}, Case{"12", true, SourceKind::kFault, false},
+        Case{"1", false, SourceKind::kFault, false}, Case{"1", true, SourceKind::kPmu, false}}) {
+    SCOPED_TRACE(std::string("threads ") + c.threads + (c.tiering ? ", tiering, " : ", keep, ") +
+                 std::string(policy::source_name(c.source)));
+    Loop loop(hot_and_warm, true, c.source, c.tiering ? std::string(kConfig) : keep);
     loop.host.write("proc/" + std::to_string(kServer) + "/status",
                     std::string("Name:\tvllm\nThreads:\t") + c.threads + "\n");
     loop.step(kT0);
     const auto st = loop.describe(false);
     EXPECT_EQ(st["targets"][0]["threads"], std::stoi(c.threads));
-    const auto degraded = st["degraded"];
+    const auto& degraded = st["degraded"];
     const bool said = std::ranges::any_of(degraded, [](const nlohmann::json& line) {
       return line.get<std::string>().starts_with("target " + std::to_string(kServer) +
                                                  " (vllm) is single-threaded");
     });
-    EXPECT_EQ(said, c.said) << degraded.dump();
+    EXPECT_EQ(said, c.unseen) << degraded.dump();
+
+    const TimeNs demoted_at = c.unseen ? 20 * kSec : 10 * kSec;
+    loop.steps_until(kT0 + demoted_at - kSec, kT0 + kSec);
+    EXPECT_TRUE(loop.mover->calls.empty());
+    if (c.unseen) {
+      auto ex = loop.explain(kServer, kT0 + demoted_at - kSec);
+      ASSERT_TRUE(ex) << ex.error().message;
+      EXPECT_THAT((*ex)["ranges"].back()["why"].get<std::string>(),
+                  StartsWith("cooling: idle 19s >= cold_age 10s but < 20s, twice cold_age: "
+                             "this process's reads in DRAM go unseen"));
+    }
+    loop.step(kT0 + demoted_at);
+    ASSERT_EQ(loop.mover->calls.size(), 1U);
+    EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
   }
 }
 
@@ -1127,6 +1147,27 @@ std::optional<Recording> recorded_run(Loop& loop) {
   return std::move(*rec);
 }
 
+// A recording keeps each target's thread count: a single-threaded target's
+// plans (its idle pages wait twice the cold age) replay as recorded.
+TEST(Replay, AThreadCountThatChangesThePlanReplaysAsRecorded) {
+  Loop loop(hot_warm_and_back);
+  loop.host.write("proc/" + std::to_string(kServer) + "/status", "Name:\tvllm\nThreads:\t1\n");
+  auto rec = recorded_run(loop);
+  ASSERT_TRUE(rec);
+  std::uint32_t threads = 0;
+  for (const auto& r : rec->records) {
+    if (const auto* t = std::get_if<RecTarget>(&r)) threads = t->threads;
+  }
+  EXPECT_EQ(threads, 1U);
+  ASSERT_FALSE(loop.mover->calls.empty());
+  EXPECT_EQ(loop.mover->calls[0].ranges, std::vector<AddrRange>{kCold});
+  auto run = replay(*rec, compile(kConfig));
+  ASSERT_TRUE(run) << run.error().message;
+  EXPECT_EQ(run->steps_as_recorded, run->steps.size());
+  EXPECT_EQ(run->plan_bytes, recorded_plan_bytes(*rec));
+  EXPECT_EQ(run->demoted_bytes, run->rec_demoted_bytes);
+}
+
 TEST(Replay, ALongerColdAgeDemotesLaterAndSaysItIsAnEstimate) {
   Loop loop(hot_warm_and_back);
   auto rec = recorded_run(loop);
@@ -1304,6 +1345,20 @@ TEST(Recording, ACutShortLastRecordIsDroppedAndSaid) {
 
 // A topology record keeps each node's reserved free memory (format version 2);
 // a version 1 file, whose topology records end before it, reads with none.
+// A recording file of one record: the header with `version`, then `body` as a
+// record of `type`.
+std::vector<std::uint8_t> recording_file(std::uint32_t version, RecordType type,
+                                         std::span<const std::uint8_t> body) {
+  std::vector<std::uint8_t> out(kRecordingMagic, kRecordingMagic + 8);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(version >> (8 * i)));
+  out.resize(16, 0);
+  out.push_back(static_cast<std::uint8_t>(type));
+  const auto len = static_cast<std::uint32_t>(body.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(len >> (8 * i)));
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
 TEST(Recording, TopologyKeepsTheReserveAndVersionOneStillReads) {
   policy::Topology topo;
   topo.nodes.push_back(policy::NumaNode{.id = 0,
@@ -1314,14 +1369,7 @@ TEST(Recording, TopologyKeepsTheReserveAndVersionOneStillReads) {
                                         .distance = {{0, 10}}});
   const std::vector<std::uint8_t> payload = encode(RecTopology{.topology = topo});
   const auto file_of = [](std::uint32_t version, std::span<const std::uint8_t> body) {
-    std::vector<std::uint8_t> out(kRecordingMagic, kRecordingMagic + 8);
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(version >> (8 * i)));
-    out.resize(16, 0);
-    out.push_back(static_cast<std::uint8_t>(RecordType::kTopology));
-    const auto len = static_cast<std::uint32_t>(body.size());
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(len >> (8 * i)));
-    out.insert(out.end(), body.begin(), body.end());
-    return out;
+    return recording_file(version, RecordType::kTopology, body);
   };
   auto v2 = parse_recording(file_of(2, payload), "v2.kvtrec");
   ASSERT_TRUE(v2) << v2.error().message;
@@ -1341,7 +1389,29 @@ TEST(Recording, TopologyKeepsTheReserveAndVersionOneStillReads) {
   EXPECT_FALSE(parse_recording(file_of(1, payload), "v1.kvtrec"));
   auto v9 = parse_recording(file_of(9, payload), "v9.kvtrec");
   ASSERT_FALSE(v9);
-  EXPECT_THAT(v9.error().message, HasSubstr("version 9, this kvtierctl reads versions 1 to 2"));
+  EXPECT_THAT(v9.error().message, HasSubstr("version 9, this kvtierctl reads versions 1 to 3"));
+}
+
+TEST(Recording, ATargetKeepsItsThreadCountAndVersionTwoStillReads) {
+  const RecTarget target{
+      .info = {.pid = 42, .comm = "vllm"}, .vmas = {AddrRange{kPool, kPool + kMiB}}, .threads = 7};
+  const std::vector<std::uint8_t> payload = encode(target);
+  const auto file_of = [](std::uint32_t version, std::span<const std::uint8_t> body) {
+    return recording_file(version, RecordType::kTarget, body);
+  };
+  auto v3 = parse_recording(file_of(3, payload), "v3.kvtrec");
+  ASSERT_TRUE(v3) << v3.error().message;
+  const auto& t3 = std::get<RecTarget>(v3->records.at(0));
+  EXPECT_EQ(t3.threads, 7U);
+  EXPECT_EQ(t3.vmas, target.vmas);
+  // Version 2: the same record without the last u32; the count is unknown.
+  auto v2 = parse_recording(
+      file_of(2, std::span<const std::uint8_t>(payload).first(payload.size() - 4)), "v2.kvtrec");
+  ASSERT_TRUE(v2) << v2.error().message;
+  const auto& t2 = std::get<RecTarget>(v2->records.at(0));
+  EXPECT_EQ(t2.threads, 0U);
+  EXPECT_EQ(t2.info.comm, "vllm");
+  EXPECT_FALSE(parse_recording(file_of(2, payload), "v2.kvtrec")) << "4 bytes left over";
 }
 
 TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
