@@ -170,6 +170,11 @@ class Planner {
       hot[g->index] = std::move(g->hot).sorted();
       add_demand(hot[g->index]);
     }
+    // A DRAM node that has to make room in this plan (short of its headroom plus
+    // what waits) is under pressure: the cold-age pass then holds nothing back.
+    for (std::size_t id = 0; id < nodes_.size(); ++id) {
+      nodes_[id].pressed = short_of_headroom(static_cast<int>(id)) > 0;
+    }
     std::vector<std::vector<Cand>> cold(groups_.size());
     std::vector<std::vector<bool>> cold_taken(groups_.size());
     for (GroupWork* g : up) {
@@ -268,6 +273,7 @@ class Planner {
     std::uint64_t headroom = 0;  // free memory the room pass keeps (fast nodes)
     std::uint64_t demand = 0;    // bytes waiting to be promoted to it
     bool full = false;           // a demotion to it did not fit: later ones would not either
+    bool pressed = false;        // short of its headroom plus demand when the plan began
   };
 
   // Free memory a fast node keeps for promotions (the kernel's in the fault path,
@@ -563,6 +569,19 @@ class Planner {
         taken[i] = take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
       }
     }
+    // Units held back only because their target's reads in DRAM go unseen
+    // (cooling, idle for the effective cold age but not twice cold_age) go too
+    // from a node under pressure: the hold spends DRAM's slack, never its room.
+    const std::uint32_t now_tick = to_tick(s_.now);
+    for (std::size_t i = 0; i < g.order.size() && !budget_out_; ++i) {
+      const Ranked& r = g.order[i];
+      if (r.kind != Kind::kCooling || g.order_taken[i]) continue;
+      const Node* n = node(r.c.node());
+      if (n == nullptr || !n->pressed || !s_.targets[r.c.target].dram_reads_unseen) continue;
+      const std::uint32_t last = key_access(r.c.key);
+      if (now_tick - std::min(now_tick, last) < g.rules.cold_after(false)) continue;
+      g.order_taken[i] = take(r.c, g.rules.demotion_dest(r.c.node()), Why::kColdAge, true);
+    }
   }
 
   // What the room and cold-age passes left in DRAM that either could take (cold
@@ -579,10 +598,14 @@ class Planner {
     }
   }
 
-  // The idle time from which the cold-age pass demotes target's units.
-  [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target) const {
+  // The idle time from which the cold-age pass demoted a unit of target idle
+  // for `idle`: twice cold_age for a target whose DRAM reads go unseen, unless
+  // it went before that (from a node under pressure).
+  [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target, TimeNs idle) const {
     const TargetView& tv = s_.targets[target];
-    return from_tick(groups_[tv.group].rules.cold_after(tv.dram_reads_unseen));
+    const GroupRules& rules = groups_[tv.group].rules;
+    const bool held = tv.dram_reads_unseen && idle >= from_tick(rules.cold_after(true));
+    return from_tick(rules.cold_after(held));
   }
 
   std::string describe(const Chosen& c, std::uint64_t bytes, float max_heat,
@@ -595,8 +618,9 @@ class Planner {
     switch (c.why) {
       case Why::kColdAge:
         return fmt::format("idle {} >= cold age {}; heat {:.2f}/s <= demote_heat {:.2f}/s; {}",
-                           format_duration(idle), format_duration(effective_cold_age(c.target)),
-                           max_heat, g.policy.demote_heat, size);
+                           format_duration(idle),
+                           format_duration(effective_cold_age(c.target, idle)), max_heat,
+                           g.policy.demote_heat, size);
       case Why::kDramLimit:
         return fmt::format(
             "group {} DRAM use above dram_limit {}: coldest first; heat {:.2f}/s; {}", g.name,

@@ -48,8 +48,9 @@ struct TargetView {
   // No evidence sees this target's reads of its DRAM pages (a single-threaded
   // process under normal NUMA balancing: the kernel's scan leaves those pages
   // mapped). Idle since the last fault or write is then a lower bound: the
-  // cold-age pass waits twice the cold age; room for DRAM headroom and for
-  // promotions is still made from the cold age on (Rule::kCooling).
+  // cold-age pass waits twice the cold age, unless the unit's DRAM node has to
+  // make room in this plan (short of its headroom plus what waits); the room
+  // pass takes such units from the cold age on (Rule::kCooling).
   bool dram_reads_unseen = false;
 };
 

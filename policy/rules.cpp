@@ -135,7 +135,7 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u, bool unseen) const {
         return fmt::format(
             "cooling: idle {} >= cold_age {} but < {}, twice cold_age: this process's reads "
             "in DRAM go unseen (single-threaded, see kvtierctl status), so its idle time is a "
-            "lower bound; demoted only to keep DRAM headroom",
+            "lower bound; demoted only when DRAM has to make room",
             format_duration(idle), dur(cold_ticks_), dur(unseen_ticks_));
       }
       return fmt::format(

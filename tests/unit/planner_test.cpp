@@ -352,13 +352,29 @@ TEST(Planner, UnseenReadsWaitTwiceTheColdAgeUnlessRoomIsNeeded) {
   EXPECT_EQ(p.moves[0].reason, MoveReason::kColdAge);
   EXPECT_EQ(p.moves[0].why, "idle 1.02m >= cold age 1m; heat 0.00/s <= demote_heat 0.50/s; 16KiB");
 
-  // DRAM short of room (min_free plus two pages free): the room pass takes the
-  // pages idle for the cold age, the coldest first.
+  // DRAM far short of room (half of it for headroom): the room pass takes every
+  // page idle for the cold age, the coldest first.
   f.topo = dram_and_cxl((16ULL << 20) + 2 * kPageSize);
   f.snap.limits.min_free = 16ULL << 20;
   f.snap.limits.dram_headroom = 0.5;
   p = f.run();
   EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), 8 * kPageSize) << "cooling ones too";
+
+  // A page short: the room pass takes the coldest page, and the node being under
+  // pressure, the cold-age pass holds nothing back.
+  f.topo = dram_and_cxl((16ULL << 20) - kPageSize);
+  f.snap.limits.dram_headroom = 0;
+  p = f.run();
+  EXPECT_EQ(bytes_with(p, MoveReason::kHeadroom), kPageSize);
+  EXPECT_EQ(bytes_with(p, MoveReason::kColdAge), 7 * kPageSize);
+  bool held_went = false;
+  for (const auto& m : p.moves) {
+    if (m.range == pages(0, 4)) {
+      held_went = true;
+      EXPECT_EQ(m.why, "idle 45s >= cold age 30s; heat 0.00/s <= demote_heat 0.50/s; 16KiB");
+    }
+  }
+  EXPECT_TRUE(held_went) << "the pages idle for 45 s went at the cold age";
 }
 
 // DRAM full, nothing idle for cold_age: pages idle for half the cold age or more
