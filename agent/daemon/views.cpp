@@ -124,6 +124,7 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
   return {{"pid", t.pid},
           {"comm", t.comm},
           {"threads", t.threads},
+          {"dram_reads_unseen", s.dram_reads_unseen(t)},
           {"group", s.config.config.groups[t.group].name},
           {"tracked_bytes", t.heat->tracked_bytes()},
           {"resident_bytes", resident},
@@ -182,7 +183,8 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
     out.push_back(fmt::format(
         "target {} ({}) is single-threaded: the kernel's NUMA scan leaves its pages on the "
         "node it runs on mapped, so its reads there cause no hint fault; they look idle from "
-        "their last fault or write, and the cold-age pass waits twice cold_age for them",
+        "their last fault or write, and the cold-age pass waits twice cold_age for them while "
+        "DRAM has room to spare",
         pid, t.comm));
   }
   if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {

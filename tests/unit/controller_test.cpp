@@ -766,6 +766,7 @@ TEST(Controller, ASingleThreadedTargetsDramReadsGoUnseenAndItsIdlePagesWaitTwice
     loop.step(kT0);
     const auto st = loop.describe(false);
     EXPECT_EQ(st["targets"][0]["threads"], std::stoi(c.threads));
+    EXPECT_EQ(st["targets"][0]["dram_reads_unseen"], c.unseen);
     const auto& degraded = st["degraded"];
     const bool said = std::ranges::any_of(degraded, [](const nlohmann::json& line) {
       return line.get<std::string>().starts_with("target " + std::to_string(kServer) +
