@@ -318,11 +318,7 @@ Result<void> Controller::tell_ranges() {
 // started sources, and the kernel's knob as read at the last [tiering] apply;
 // without a tiering handle (replay), the config's.
 std::string Controller::damon_not_needed() const {
-  std::vector<SourceKind> running;
-  for (const auto& s : state_.sources) {
-    if (s.started) running.push_back(s.kind);
-  }
-  return damon_standby_reason(running, state_.normal_balancing());
+  return damon_standby_reason(state_.running_sources(), state_.normal_balancing());
 }
 
 // Starts the sources not running yet and tells every source that starts or

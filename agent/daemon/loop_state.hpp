@@ -15,6 +15,7 @@
 
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/numa_tiering.hpp"
+#include "agent/sources/source_registry.hpp"
 #include "policy/cold_age_tuner.hpp"
 #include "policy/config.hpp"
 #include "policy/planner.hpp"
@@ -127,14 +128,17 @@ struct LoopState {
   // single-threaded process's pages on the node it runs on mapped
   // (mm/mprotect.c), so reads there cause no hint fault.
   [[nodiscard]] bool dram_reads_unseen(const Target& t) const {
-    if (t.threads != 1 || !normal_balancing()) return false;
-    bool faults = false;
+    return t.threads == 1 && dram_read_evidence(running_sources(), normal_balancing()) ==
+                                 DramReadEvidence::kHintFaults;
+  }
+
+  // The kinds of the sources started now.
+  [[nodiscard]] std::vector<SourceKind> running_sources() const {
+    std::vector<SourceKind> out;
     for (const auto& s : sources) {
-      if (!s.started) continue;
-      if (s.kind == SourceKind::kPmu) return false;
-      faults = faults || s.kind == SourceKind::kFault || s.kind == SourceKind::kPmuSoft;
+      if (s.started) out.push_back(s.kind);
     }
-    return faults;
+    return out;
   }
 
   // A move of `bytes` at `now`, remembered for a minute.

@@ -166,11 +166,23 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
   return choice;
 }
 
-std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_faults_in_dram) {
+DramReadEvidence dram_read_evidence(std::span<const SourceKind> running, bool hint_faults_in_dram) {
   const auto runs = [&](SourceKind k) { return std::ranges::find(running, k) != running.end(); };
-  if (runs(SourceKind::kPmu)) return "PMU samples see reads on every node";
+  if (runs(SourceKind::kPmu)) return DramReadEvidence::kPmu;
   if (hint_faults_in_dram && (runs(SourceKind::kFault) || runs(SourceKind::kPmuSoft))) {
-    return "NUMA hint faults see reads on every node (kernel.numa_balancing bit 1)";
+    return DramReadEvidence::kHintFaults;
+  }
+  return DramReadEvidence::kNone;
+}
+
+std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_faults_in_dram) {
+  switch (dram_read_evidence(running, hint_faults_in_dram)) {
+    case DramReadEvidence::kPmu:
+      return "PMU samples see reads on every node";
+    case DramReadEvidence::kHintFaults:
+      return "NUMA hint faults see reads on every node (kernel.numa_balancing bit 1)";
+    case DramReadEvidence::kNone:
+      break;
   }
   return {};
 }

@@ -3,6 +3,7 @@
 // one: the first available in a preference order (or the one the config
 // forces), with one line per source saying why it was or was not taken.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -92,5 +93,11 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
 // block in use kept every idle block around it from going cold. Else the regions
 // are the only read evidence in DRAM.
 std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_faults_in_dram);
+
+// Which of the sources `running` sees reads of DRAM pages page by page: PMU samples,
+// the NUMA hint faults (with `hint_faults_in_dram`, as above), or none (DAMON's
+// regions then must). damon_standby_reason() words the first two.
+enum class DramReadEvidence : std::uint8_t { kNone, kPmu, kHintFaults };
+DramReadEvidence dram_read_evidence(std::span<const SourceKind> running, bool hint_faults_in_dram);
 
 }  // namespace kvtier::agent
