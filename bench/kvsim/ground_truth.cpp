@@ -22,7 +22,10 @@ std::string_view block_state_name(BlockState s) {
 }
 
 GroundTruth::GroundTruth(std::uint32_t blocks, TimeNs start)
-    : last_access_(blocks, start), accesses_(blocks, 0), writes_(blocks, 0) {}
+    : last_access_(blocks, start),
+      episode_start_(blocks, start),
+      accesses_(blocks, 0),
+      writes_(blocks, 0) {}
 
 void GroundTruth::mirror_to(std::span<std::uint64_t> mirror) {
   if (mirror.size() != last_access_.size()) {

@@ -33,6 +33,7 @@ class GroundTruth {
   GroundTruth(std::uint32_t blocks, TimeNs start);
 
   void touch(BlockId block, TimeNs now, bool write) {
+    if (now >= last_access_[block] + episode_gap_) episode_start_[block] = now;
     last_access_[block] = now;
     ++accesses_[block];
     if (write) ++writes_[block];
@@ -44,6 +45,13 @@ class GroundTruth {
   // shared with another process: live_truth.hpp); the current times are copied in first.
   void mirror_to(std::span<std::uint64_t> mirror);
   [[nodiscard]] TimeNs last_access(BlockId b) const { return last_access_[b]; }
+  // A block's episode of use starts when it is filled anew (begin_episode: taken from the
+  // free list) or touched after at least `gap` untouched (set_episode_gap; 10 s unless set).
+  // The reads early in an episode are the ones no placement that waits for an access to a
+  // block can have served from DRAM.
+  void set_episode_gap(TimeNs gap) { episode_gap_ = gap; }
+  void begin_episode(BlockId b, TimeNs now) { episode_start_[b] = now; }
+  [[nodiscard]] TimeNs episode_start(BlockId b) const { return episode_start_[b]; }
   [[nodiscard]] std::uint64_t accesses(BlockId b) const { return accesses_[b]; }
   [[nodiscard]] std::uint64_t writes(BlockId b) const { return writes_[b]; }
   [[nodiscard]] std::uint32_t blocks() const {
@@ -52,6 +60,8 @@ class GroundTruth {
 
  private:
   std::vector<TimeNs> last_access_;
+  std::vector<TimeNs> episode_start_;
+  TimeNs episode_gap_ = 10'000'000'000;
   std::vector<std::uint64_t> accesses_;
   std::vector<std::uint64_t> writes_;
   std::span<std::uint64_t> mirror_;

@@ -123,6 +123,7 @@ struct Options {
   std::vector<double> cold_ages{10, 30};
   std::optional<std::uint64_t> inject_after;
   std::uint32_t read_nodes_every = 0;
+  double reaction_window_s = 5.0;
   std::uint32_t idle_threads = 0;
 };
 
@@ -185,14 +186,19 @@ void query_page_nodes(std::span<void* const> pages, std::span<int> nodes) {
   }
 }
 
-Json read_nodes_json(const kb::SimCounters& c, TimeNs query_ns) {
+Json read_nodes_json(const kb::SimCounters& c, const kb::SimConfig& cfg, TimeNs query_ns) {
   Json by_node = Json::object();
+  Json late_by_node = Json::object();
   for (std::size_t n = 0; n < c.read_bytes_on_node.size(); ++n) {
     by_node[std::to_string(n)] = c.read_bytes_on_node[n];
+    late_by_node[std::to_string(n)] = c.late_read_bytes_on_node[n];
   }
   return Json{{"sampled_steps", c.node_sampled_steps},
               {"sampled_read_bytes", c.node_sampled_read_bytes},
               {"by_node", by_node},
+              {"late_by_node", late_by_node},
+              {"episode_gap_s", static_cast<double>(cfg.episode_gap) / 1e9},
+              {"reaction_window_s", static_cast<double>(cfg.reaction_window) / 1e9},
               {"unplaced_bytes", c.read_bytes_unplaced},
               {"query_ms", static_cast<double>(query_ns) / 1e6}};
 }
@@ -394,14 +400,20 @@ int run(const Options& o) {
                    sc.capacity_tokens)}});
 
   const TimeNs start = mono_now();
-  kb::Simulator sim(kb::SimConfig{.scaling = sc,
-                                  .time_scale = o.time_scale,
-                                  .max_batch = o.max_batch,
-                                  .seed = o.seed,
-                                  .lines_per_page = o.lines_per_page,
-                                  .loop = o.loop,
-                                  .read_nodes_every = o.read_nodes_every},
-                    std::move(trace), pool, start);
+  // An episode of a block's use starts after an idle gap as long as the shortest cold age:
+  // what the cold_bytes figures call cold coming back.
+  const kb::SimConfig sim_config{
+      .scaling = sc,
+      .time_scale = o.time_scale,
+      .max_batch = o.max_batch,
+      .seed = o.seed,
+      .lines_per_page = o.lines_per_page,
+      .loop = o.loop,
+      .read_nodes_every = o.read_nodes_every,
+      .episode_gap =
+          static_cast<TimeNs>((o.cold_ages.empty() ? 10.0 : std::ranges::min(o.cold_ages)) * 1e9),
+      .reaction_window = static_cast<TimeNs>(o.reaction_window_s * 1e9)};
+  kb::Simulator sim(sim_config, std::move(trace), pool, start);
   if (live) sim.mirror_truth(live->last_access());
   std::optional<TruthRecorder> truth_rec;
   if (!o.truth_record.empty()) {
@@ -495,7 +507,7 @@ int run(const Options& o) {
                    {"cold_bytes", cold},
                    {"cold_in_use_bytes", cold_in_use},
                    {"corrupted_bytes", c.corrupted_bytes},
-                   {"read_nodes", read_nodes_json(c, query_ns)}});
+                   {"read_nodes", read_nodes_json(c, sim_config, query_ns)}});
     last = c;
     last_stats = now;
     last_busy_ns = busy_ns;
@@ -572,7 +584,7 @@ int run(const Options& o) {
            {"miss_blocks", c.miss_blocks},
            {"evicted_blocks", c.evicted_blocks},
            {"corrupted_bytes", c.corrupted_bytes},
-           {"read_nodes", read_nodes_json(c, query_ns)},
+           {"read_nodes", read_nodes_json(c, sim_config, query_ns)},
            {"result", corrupt ? "corrupt" : "ok"}});
   if (corrupt) {
     std::cerr << fmt::format("kvsim: FAILED: {} corrupted bytes found (see corruption events)\n",
@@ -664,6 +676,12 @@ int parse_and_run(int argc, char** argv) {
                  "Every N decode steps, ask the kernel (move_pages) which NUMA node holds each "
                  "page the step reads and count the read bytes per node (0: never)")
       ->capture_default_str();
+  app.add_option("--reaction-window", o.reaction_window_s,
+                 "Seconds: --read-nodes-every also counts, per node, the bytes of blocks whose "
+                 "episode of use (filled anew, or back after the shortest --cold-ages idle) began "
+                 "at least this long before the read (late_by_node)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--idle-threads", o.idle_threads,
                  "Start N threads that only wait, as an inference server has many (with one "
                  "thread the kernel's NUMA scan leaves kvsim's pages on its own node mapped, so "

@@ -37,6 +37,7 @@ Simulator::Simulator(const SimConfig& config, Trace trace, const KvPool& pool, T
   // One mean inter-arrival gap between the last request of a pass and the first of the next.
   period_s_ = n > 1 && span > 0 ? span + span / static_cast<double>(n - 1) : span + 1.0;
   trace_used_up_ = n == 0;
+  truth_.set_episode_gap(config_.episode_gap);
 }
 
 TimeNs Simulator::arrival_ns(const Pending& p) const {
@@ -107,6 +108,7 @@ BlockId Simulator::take_block(TimeNs now) {
   if (!b) throw std::logic_error("kvsim: free list empty after eviction");
   ++meta_[*b].generation;
   meta_[*b].tokens = 0;
+  truth_.begin_episode(*b, now);
   states_[*b] = BlockState::kActive;
   return *b;
 }
@@ -260,7 +262,7 @@ void Simulator::decode_step(TimeNs now) {
   }
   if (config_.read_nodes_every > 0 && page_nodes_ &&
       counters_.steps % config_.read_nodes_every == 0) {
-    count_read_nodes();
+    count_read_nodes(now);
   }
   const std::uint64_t tb = layout_.token_bytes;
   const std::uint64_t step = counters_.steps;
@@ -288,15 +290,18 @@ void Simulator::decode_step(TimeNs now) {
   ++counters_.steps;
 }
 
-void Simulator::count_read_nodes() {
+void Simulator::count_read_nodes(TimeNs now) {
   constexpr std::uint64_t kPage = 4096;
   query_pages_.clear();
   query_bytes_.clear();
+  query_late_bytes_.clear();
   // The same bytes read_chunk() counts: the filled part of every chunk of every running
   // sequence, page by page (a page read by two sequences counts twice, as its bytes do).
   for (std::uint32_t t = 0; t < layout_.tensors(); ++t) {
     for (const Sequence& s : running_) {
       for (BlockId b : s.blocks) {
+        const TimeNs episode = truth_.episode_start(b);
+        const bool late = now >= episode && now - episode >= config_.reaction_window;
         std::byte* const chunk = pool_.chunk(b, t);
         const auto begin = reinterpret_cast<std::uintptr_t>(chunk);
         const std::uintptr_t end = begin + filled_bytes(b);
@@ -310,7 +315,9 @@ void Simulator::count_read_nodes() {
           } else {
             query_pages_.push_back(page_ptr);
             query_bytes_.push_back(next - a);
+            query_late_bytes_.push_back(0);
           }
+          if (late) query_late_bytes_.back() += next - a;
           a = next;
         }
       }
@@ -327,8 +334,12 @@ void Simulator::count_read_nodes() {
       continue;
     }
     const auto n = static_cast<std::size_t>(node);
-    if (counters_.read_bytes_on_node.size() <= n) counters_.read_bytes_on_node.resize(n + 1, 0);
+    if (counters_.read_bytes_on_node.size() <= n) {
+      counters_.read_bytes_on_node.resize(n + 1, 0);
+      counters_.late_read_bytes_on_node.resize(n + 1, 0);
+    }
     counters_.read_bytes_on_node[n] += query_bytes_[i];
+    counters_.late_read_bytes_on_node[n] += query_late_bytes_[i];
   }
 }
 

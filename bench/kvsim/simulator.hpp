@@ -40,6 +40,11 @@ struct SimConfig {
   bool loop = false;                 // replay the trace when it ends
   // Every this many decode steps, ask where the pages the step reads live (0: never).
   std::uint32_t read_nodes_every = 0;
+  // Those reads are also split by how long ago the block's episode of use began
+  // (GroundTruth::episode_start: filled anew, or touched after episode_gap untouched): less
+  // than reaction_window ago is early, the rest late.
+  TimeNs episode_gap = 10'000'000'000;
+  TimeNs reaction_window = 5'000'000'000;
 };
 
 // Where pages live: fills nodes[i] with the NUMA node holding pages[i] (page-aligned), or a
@@ -67,7 +72,9 @@ struct SimCounters {
   std::uint64_t node_sampled_steps = 0;
   std::uint64_t node_sampled_read_bytes = 0;
   std::vector<std::uint64_t> read_bytes_on_node;  // index: node id
-  std::uint64_t read_bytes_unplaced = 0;          // pages the query could not place
+  // Of those, the bytes of blocks whose episode of use began reaction_window ago or more.
+  std::vector<std::uint64_t> late_read_bytes_on_node;
+  std::uint64_t read_bytes_unplaced = 0;  // pages the query could not place
 };
 
 struct CorruptionReport {
@@ -173,7 +180,7 @@ class Simulator {
   void verify_block(BlockId b, std::string_view when);
   void note(const VerifyResult& r, BlockId b, std::uint32_t tensor, std::string_view when);
   // Splits the bytes this decode step is about to read by the node holding each page.
-  void count_read_nodes();
+  void count_read_nodes(TimeNs now);
 
   SimConfig config_;
   Trace trace_;
@@ -198,6 +205,7 @@ class Simulator {
   PageNodeQuery page_nodes_;
   std::vector<void*> query_pages_;  // reused between sampled steps
   std::vector<std::uint64_t> query_bytes_;
+  std::vector<std::uint64_t> query_late_bytes_;  // of query_bytes_, late in their episode
   std::vector<int> query_nodes_;
   std::vector<std::uint64_t> chunk_reads_;  // empty unless count_chunk_reads()
 };

@@ -126,6 +126,20 @@ TEST(KvsimRun, ReadNodesAccountingPlacesEveryReadByte) {
   std::uint64_t placed = 0;
   for (const auto& [node, bytes] : rn["by_node"].items()) placed += bytes.get<std::uint64_t>();
   EXPECT_EQ(placed, sampled);
+  // A 2 s run: every read came less than the 5 s reaction window into its block's episode.
+  EXPECT_EQ(rn["reaction_window_s"], 5.0);
+  EXPECT_EQ(rn["episode_gap_s"], 10.0);
+  for (const auto& [node, bytes] : rn["late_by_node"].items()) EXPECT_EQ(bytes, 0) << node;
+  // With no window every read is late.
+  const RunResult all_late = run_kvsim("--trace " + (kFixtures / "mini_mooncake.jsonl").string() +
+                                       " --kv-budget 32MiB --capacity-tokens 262144 --duration 1"
+                                       " --step-ms 5 --read-nodes-every 1 --reaction-window 0"
+                                       " --cold-ages 30,20");
+  expect_clean_run(all_late);
+  const json& rn0 = (*all_late.last("end"))["read_nodes"];
+  EXPECT_GT(rn0["sampled_read_bytes"].get<std::uint64_t>(), 0U);
+  EXPECT_EQ(rn0["late_by_node"], rn0["by_node"]);
+  EXPECT_EQ(rn0["episode_gap_s"], 20.0) << "the shortest cold age";
   // Off by default: nothing sampled.
   const RunResult off = run_kvsim("--trace " + (kFixtures / "mini_mooncake.jsonl").string() +
                                   " --kv-budget 32MiB --capacity-tokens 262144 --duration 1"

@@ -244,6 +244,42 @@ TEST_F(KvsimSimulator, ReadBytesAreSplitByTheNodeOfEachPage) {
             c.read_bytes_on_node[0] + c.read_bytes_on_node[1] + c.read_bytes_unplaced);
 }
 
+// A block's episode of use starts when it is filled or when it comes back after the episode
+// gap (10 s): its reads are early for the reaction window (5 s), late after.
+TEST_F(KvsimSimulator, ReadsAreLateOnceTheBlocksEpisodeOfUseIsAReactionWindowOld) {
+  // A fills hash block 7 (32 blocks) at t0 and decodes 3 tokens (t0, +3 s, +6 s); B reuses
+  // block 7 at +20 s, 14 s after A last read it, with a new hash block 8. All on node 1.
+  build(80, {req(0.0, 512, 3, {7}), req(20.0, 1024, 8, {7, 8})}, 8, 1);
+  Simulator& s = *sim_;
+  s.set_page_node_query(
+      [](std::span<void* const> /*pages*/, std::span<int> nodes) { std::ranges::fill(nodes, 1); });
+  const SimCounters& c = s.counters();
+  std::uint64_t total = 0;
+  std::uint64_t late = 0;
+  // The step at `at` read `bytes` from node 1, `late_bytes` of them late.
+  const auto step = [&](TimeNs at, std::uint64_t bytes, std::uint64_t late_bytes) {
+    ASSERT_TRUE(s.advance(kT0 + at));
+    ASSERT_EQ(c.read_bytes_on_node.size(), 2U);
+    ASSERT_EQ(c.late_read_bytes_on_node.size(), 2U);
+    EXPECT_EQ(c.read_bytes_on_node[1] - total, bytes) << "at +" << at / kSec << " s";
+    EXPECT_EQ(c.late_read_bytes_on_node[1] - late, late_bytes) << "at +" << at / kSec << " s";
+    EXPECT_EQ(c.late_read_bytes_on_node[0], 0U);
+    total = c.read_bytes_on_node[1];
+    late = c.late_read_bytes_on_node[1];
+  };
+  constexpr std::uint64_t kPrompt = 2 * 32 * 8192;  // 32 full blocks, 2 tensors
+  step(0, kPrompt + 2 * 512, 0);                    // filled now: early
+  step(3 * kSec, kPrompt + 2 * 1024, 0);            // 3 s into the episode
+  // 6 s: late. Had the touches at +3 s begun an episode (they came 3 s after the last, less
+  // than the gap), these reads would be early.
+  step(6 * kSec, kPrompt + 2 * 1536, kPrompt + 2 * 1536);
+  // B: block 7 is back after 14 s idle, block 8 and the output block are filled now.
+  step(20 * kSec, 2 * kPrompt + 2 * 512, 0);
+  step(24 * kSec, 2 * kPrompt + 2 * 1024, 0);
+  step(25 * kSec, 2 * kPrompt + 2 * 1536, 2 * kPrompt + 2 * 1536);
+  EXPECT_EQ(c.node_sampled_read_bytes, c.read_bytes_on_node[1]);
+}
+
 // --truth-record's counts: the bytes decode read from each chunk, in pool order (tensor-major),
 // the same bytes read_nodes counts.
 TEST_F(KvsimSimulator, ChunkReadsAreTheBytesReadNodesCounts) {
