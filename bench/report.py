@@ -188,6 +188,33 @@ def dram_read_share(stats, until_ns=None, since_ns=None):
     return dram / total if total > 0 else None
 
 
+def cxl_read_split(stats, until_ns=None, since_ns=None):
+    """The sampled decode reads between two kvsim stats lines (as dram_read_share) that pages on
+    other nodes than node 0 served, split by kvsim's late_by_node: read within its reaction window
+    of the block's episode of use (filled anew, or back after the episode gap idle), or later.
+    None when kvsim did not count late reads (an older kvsim) or nothing was read."""
+    usable = [s for s in stats if "read_nodes" in s and (until_ns is None or s["time_ns"] <= until_ns)]
+    if not usable or "late_by_node" not in usable[-1]["read_nodes"]:
+        return None
+    end = usable[-1]["read_nodes"]
+    base = {"sampled_read_bytes": 0, "by_node": {}, "late_by_node": {}}
+    if since_ns is not None:
+        before = [s for s in usable if s["time_ns"] <= since_ns]
+        if before:
+            base = before[-1]["read_nodes"]
+    total = end["sampled_read_bytes"] - base["sampled_read_bytes"]
+    if total <= 0:
+        return None
+
+    def off_dram(key):
+        return sum(v - base.get(key, {}).get(n, 0) for n, v in end[key].items() if n != DRAM_NODE)
+
+    slow, late = off_dram("by_node"), off_dram("late_by_node")
+    return {"read_bytes": total, "slow_bytes": slow, "slow_late_bytes": late,
+            "slow_early_bytes": slow - late, "reaction_window_s": end.get("reaction_window_s"),
+            "episode_gap_s": end.get("episode_gap_s")}
+
+
 # --- one mode -----------------------------------------------------------------------------
 
 AGENT_CPU = {
@@ -265,6 +292,7 @@ def analyse_mode(mode, events, meta):
     r["dram_read_share"] = dram_read_share(stats, until_ns=t_last)
     r["dram_read_share_2nd_half"] = dram_read_share(stats, until_ns=t_last,
                                                     since_ns=(t_first + t_last) // 2)
+    r["slow_reads_2nd_half"] = cxl_read_split(stats, until_ns=t_last, since_ns=(t_first + t_last) // 2)
     r["dram_read_series"] = []
     prev = None
     for s in stats:
@@ -651,6 +679,14 @@ def details_md(results):
                 out.append(f"| {s['t_s']:.0f} | {s['demoted_bytes'] / MIB:.1f} MiB | {s['cold_bytes'] / MIB:.1f} MiB | "
                            f"{pct(s['precision'])} | {pct(s['recall'])} |")
             out.append("")
+        sr = r.get("slow_reads_2nd_half")
+        if sr:
+            out.append(
+                f"- Reads not served by node 0 in the second half: {pct(sr['slow_bytes'] / sr['read_bytes'])} "
+                f"of {sr['read_bytes'] / MIB:.0f} MiB read; {pct(sr['slow_early_bytes'] / sr['read_bytes'])} "
+                f"within {sr['reaction_window_s']:g} s of the block's start of use (filled anew, or back "
+                f"after {sr['episode_gap_s']:g} s or more untouched: what no placement that waits for an "
+                f"access can serve from DRAM), {pct(sr['slow_late_bytes'] / sr['read_bytes'])} later.")
         lay = r.get("layout")
         if lay:
             out.append("- Guest at the start of this mode: " + ", ".join(

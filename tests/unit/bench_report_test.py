@@ -159,6 +159,24 @@ class Counters(unittest.TestCase):
         self.assertAlmostEqual(report.dram_read_share(stats, until_ns=3 * SEC, since_ns=2 * SEC), 100 / 200)
         self.assertIsNone(report.dram_read_share([st(1, 0, 0)]))
 
+    def test_reads_off_dram_split_by_the_reaction_window(self):
+        def st(t, total, by, late):
+            return {"time_ns": t * SEC, "read_nodes": {
+                "sampled_read_bytes": total, "by_node": by, "late_by_node": late,
+                "reaction_window_s": 5.0, "episode_gap_s": 10.0}}
+        stats = [st(1, 100, {"0": 90, "1": 10}, {"0": 50, "1": 4}),
+                 st(2, 300, {"0": 240, "1": 40, "2": 20}, {"0": 180, "1": 10, "2": 15}),
+                 st(9, 900, {"0": 800, "1": 80, "2": 20}, {"0": 700, "1": 30, "2": 15})]
+        split = report.cxl_read_split(stats, until_ns=2 * SEC, since_ns=1 * SEC)
+        # Nodes 1 and 2 since the first line: 50 read, 21 of them late; node 0 never counts.
+        self.assertEqual(split, {"read_bytes": 200, "slow_bytes": 50, "slow_late_bytes": 21,
+                                 "slow_early_bytes": 29, "reaction_window_s": 5.0, "episode_gap_s": 10.0})
+        self.assertEqual(report.cxl_read_split(stats)["slow_late_bytes"], 45)
+        # An older kvsim (no late_by_node), or nothing read: no split.
+        old = [{"time_ns": SEC, "read_nodes": {"sampled_read_bytes": 100, "by_node": {"1": 100}}}]
+        self.assertIsNone(report.cxl_read_split(old))
+        self.assertIsNone(report.cxl_read_split(stats[:1], since_ns=SEC))
+
 
 class WholeReport(unittest.TestCase):
     def test_rows_for_a_measured_mode_and_an_unavailable_one(self):
@@ -174,7 +192,11 @@ class WholeReport(unittest.TestCase):
                  "trace": {"path": "/t/x.jsonl", "requests": 3}, "time_scale": 1.0, "scaled": "s",
                  "sim": {"blocks": 2, "block_bytes": 8192, "step_ms": 960}},
                 {"src": "kvsim", "event": "stats", "time_ns": t0 + 5 * SEC,
-                 "read_nodes": {"sampled_read_bytes": 100, "by_node": {"0": 75, "1": 25}}},
+                 "read_nodes": {"sampled_read_bytes": 100, "by_node": {"0": 75, "1": 25},
+                                "late_by_node": {"0": 60, "1": 5}, "reaction_window_s": 5.0, "episode_gap_s": 10.0}},
+                {"src": "kvsim", "event": "stats", "time_ns": t0 + 8 * SEC,
+                 "read_nodes": {"sampled_read_bytes": 200, "by_node": {"0": 150, "1": 50},
+                                "late_by_node": {"0": 140, "1": 20}, "reaction_window_s": 5.0, "episode_gap_s": 10.0}},
                 {"src": "kvsim", "event": "end", "steps_per_s": 1.0, "step_work_ms": 3.0, "tokens": 9,
                  "corrupted_bytes": 0, "result": "ok"},
                 {"src": "probe", "event": "sample", "i": 0, "t_ns": t0, "t_s": 0.0, "query_ms": 1.0,
@@ -200,11 +222,17 @@ class WholeReport(unittest.TestCase):
             self.assertIn("| kvtier | not available: kvtierd runs but does not manage kvsim |", md)
             # A start event without "threads" is an older kvsim's: one thread.
             self.assertIn("one thread (the kernel's NUMA scan leaves its DRAM pages mapped)", md)
+            # The second half (from 5 s): 100 bytes read, 25 off node 0, 15 of them late.
+            self.assertIn("- Reads not served by node 0 in the second half: 25.0% of 0 MiB read; 10.0% "
+                          "within 5 s of the block's start of use (filled anew, or back after 10 s or more "
+                          "untouched: what no placement that waits for an access can serve from DRAM), "
+                          "15.0% later.", md)
             with open(os.path.join(d, "results.json"), encoding="utf-8") as f:
                 res = {r["mode"]: r for r in json.load(f)}
             r = res["none"]
             self.assertEqual(r["share_cxl_end"], 0.5)
             self.assertEqual(r["dram_read_share"], 0.75)
+            self.assertEqual(r["slow_reads_2nd_half"]["slow_early_bytes"], 10)
             self.assertEqual(r["final_score"]["precision"], 1.0)
             self.assertEqual(r["final_score"]["recall"], 1.0)
             self.assertAlmostEqual(r["migration"]["migrated_mib_s"], 1.0)
