@@ -471,7 +471,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
 void Controller::refresh_touched(Target& t, TimeNs now, std::string* error) {
   const std::vector<AddrRange> ranges = page_runs(t.touched_pages);
   t.touched_pages.clear();
-  PageMap map = deps_.residency.map(t.pid, ranges, error);
+  PageMap map = deps_.residency.nodes(t.pid, ranges, error);
   rec_residency(t.pid, false, map, now);
   for (const auto& run : map.runs) {
     if (run.node >= 0) t.heat->set_node(run.range, run.node);

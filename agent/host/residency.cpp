@@ -40,25 +40,30 @@ ResidencyReader::ResidencyReader(MovePagesFn query, std::size_t batch_pages,
       huge_(std::move(huge)) {}
 
 template <class Visit>
-Result<void> ResidencyReader::query(Pid pid, AddrRange r, Visit&& visit) {
-  const std::uint64_t first = r.start & ~(kPageSize - 1);
-  const std::uint64_t pages = r.end > first ? (r.end - first + kPageSize - 1) / kPageSize : 0;
-  for (std::uint64_t off = 0; off < pages; off += batch_pages_) {
-    const std::size_t n = std::min<std::uint64_t>(batch_pages_, pages - off);
-    addrs_.resize(n);
-    status_.assign(n, 0);
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint64_t page = first + (off + k) * kPageSize;
-      addrs_[k] = reinterpret_cast<void*>(page);  // NOLINT(performance-no-int-to-ptr)
-    }
+Result<void> ResidencyReader::query(Pid pid, std::span<const AddrRange> ranges, Visit&& visit) {
+  addrs_.clear();
+  const auto flush = [&]() -> Result<void> {
+    if (addrs_.empty()) return {};
+    status_.assign(addrs_.size(), 0);
     const auto q = query_(pid, addrs_, nullptr, status_, 0);
     if (q.ret < 0) {
       return fail(fmt::format("move_pages status query of pid {}: {}", pid, errno_text(q.err)),
                   q.err);
     }
-    for (std::size_t k = 0; k < n; ++k) visit(first + (off + k) * kPageSize, status_[k]);
+    for (std::size_t k = 0; k < addrs_.size(); ++k) {
+      visit(reinterpret_cast<std::uint64_t>(addrs_[k]), status_[k]);
+    }
+    addrs_.clear();
+    return {};
+  };
+  for (const auto& r : ranges) {
+    for (std::uint64_t page = r.start & ~(kPageSize - 1); page < r.end; page += kPageSize) {
+      addrs_.push_back(reinterpret_cast<void*>(page));  // NOLINT(performance-no-int-to-ptr)
+      if (addrs_.size() < batch_pages_) continue;
+      if (auto ok = flush(); !ok) return ok;
+    }
   }
-  return {};
+  return flush();
 }
 
 Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
@@ -67,7 +72,7 @@ Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
   out.reserve(ranges.size());
   for (const auto& r : ranges) {
     RangeResidency res{.range = r};
-    auto ok = query(pid, r, [&res](std::uint64_t, int s) {
+    auto ok = query(pid, std::span(&r, 1), [&res](std::uint64_t, int s) {
       if (s >= 0) {
         res.bytes_per_node[s] += kPageSize;
       } else if (classify_status(s) == PageStatus::kNotPresent) {
@@ -83,6 +88,24 @@ Result<std::vector<RangeResidency>> ResidencyReader::read(Pid pid,
 }
 
 PageMap ResidencyReader::map(Pid pid, std::span<const AddrRange> ranges, std::string* error) {
+  std::string failed;
+  PageMap out = nodes(pid, ranges, &failed);
+  if (!failed.empty()) {
+    if (error != nullptr) *error = std::move(failed);
+    return out;
+  }
+  if (!huge_) return out;
+  for (const auto& r : ranges) {
+    auto blocks = huge_->huge_blocks(pid, r);
+    if (blocks) out.huge_blocks.insert(out.huge_blocks.end(), blocks->begin(), blocks->end());
+  }
+  std::ranges::sort(out.huge_blocks);
+  const auto dup = std::ranges::unique(out.huge_blocks);
+  out.huge_blocks.erase(dup.begin(), dup.end());
+  return out;
+}
+
+PageMap ResidencyReader::nodes(Pid pid, std::span<const AddrRange> ranges, std::string* error) {
   PageMap out;
   auto add_page = [&out](std::uint64_t addr, int status) {
     const int node = status >= 0 ? status : -1;
@@ -93,18 +116,7 @@ PageMap ResidencyReader::map(Pid pid, std::span<const AddrRange> ranges, std::st
       out.runs.push_back({.range = {addr, addr + kPageSize}, .node = node});
     }
   };
-  for (const auto& r : ranges) {
-    if (auto ok = query(pid, r, add_page); !ok) {
-      if (error != nullptr) *error = ok.error().message;
-      return out;
-    }
-    if (!huge_) continue;
-    auto blocks = huge_->huge_blocks(pid, r);
-    if (blocks) out.huge_blocks.insert(out.huge_blocks.end(), blocks->begin(), blocks->end());
-  }
-  std::ranges::sort(out.huge_blocks);
-  const auto dup = std::ranges::unique(out.huge_blocks);
-  out.huge_blocks.erase(dup.begin(), dup.end());
+  if (auto ok = query(pid, ranges, add_page); !ok && error != nullptr) *error = ok.error().message;
   return out;
 }
 

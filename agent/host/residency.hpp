@@ -58,13 +58,18 @@ class ResidencyReader {
   Result<std::vector<RangeResidency>> read(Pid pid, std::span<const AddrRange> ranges);
   // The runs of every page of `ranges` (sorted, disjoint) and their huge pages.
   // When a query fails part way (the process exits), what was read so far is
-  // returned with the error's message in `error`.
+  // returned with the error's message in `error` (and no huge pages).
   PageMap map(Pid pid, std::span<const AddrRange> ranges, std::string* error = nullptr);
+  // map() without the huge pages: only where each page is. For many short
+  // ranges (the pages sampled since the last read), which one query call
+  // covers up to batch_pages of, whatever their number.
+  PageMap nodes(Pid pid, std::span<const AddrRange> ranges, std::string* error = nullptr);
 
  private:
-  // Calls visit(page address, status) for every page of `r`; the failed query's error.
+  // Calls visit(page address, status) for every page of `ranges`, in order, up to
+  // batch_pages a query call across range boundaries; the failed query's error.
   template <class Visit>
-  Result<void> query(Pid pid, AddrRange r, Visit&& visit);
+  Result<void> query(Pid pid, std::span<const AddrRange> ranges, Visit&& visit);
 
   MovePagesFn query_;
   std::size_t batch_pages_;

@@ -27,6 +27,67 @@ TEST(ResidencyReader, BytesPerNodePerRange) {
   EXPECT_EQ(kernel.calls, 4 + 3);  // 120 pages in batches of 32, then 80
 }
 
+// Counts its calls; every 2 MiB block it is asked about is huge.
+class CountingHugeProbe final : public HugePageProbe {
+ public:
+  Result<std::vector<std::uint64_t>> huge_blocks(Pid /*pid*/, AddrRange range) override {
+    ++calls;
+    std::vector<std::uint64_t> out;
+    for (std::uint64_t b = range.start & ~(kHugePageSize - 1); b < range.end; b += kHugePageSize) {
+      out.push_back(b);
+    }
+    return out;
+  }
+  int calls = 0;
+};
+
+// The pages sampled since the last read: many short runs, which share query calls.
+TEST(ResidencyReader, ShortRangesShareQueryCallsAndNodesAsksNoHugePages) {
+  testing::FakeKernel kernel;
+  kernel.map(kBase, 64, 0);
+  kernel.map(kBase + 64 * kPageSize, 64, 1);
+  auto huge = std::make_shared<CountingHugeProbe>();
+  ResidencyReader reader(kernel.fn(), 32, huge);
+  // 1 + 2 + 3 pages on node 0, then 40 pages from node 0 into node 1, then one absent page.
+  const auto pages = [](std::uint64_t first, std::uint64_t n) {
+    return AddrRange{.start = kBase + first * kPageSize, .end = kBase + (first + n) * kPageSize};
+  };
+  const AddrRange r[] = {pages(0, 1), pages(2, 2), pages(5, 3), pages(44, 40), pages(200, 1)};
+  std::string error;
+  const PageMap m = reader.nodes(1, r, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  EXPECT_EQ(kernel.calls, 2) << "47 pages in calls of 32";
+  EXPECT_EQ(huge->calls, 0);
+  EXPECT_TRUE(m.huge_blocks.empty());
+  EXPECT_EQ(m.bytes_per_node.at(0), (1 + 2 + 3 + 20) * kPageSize);
+  EXPECT_EQ(m.bytes_per_node.at(1), 20 * kPageSize);
+  EXPECT_EQ(m.not_present_bytes, kPageSize);
+  ASSERT_EQ(m.runs.size(), 6U);
+  EXPECT_EQ(m.runs[1].range, pages(2, 2));
+  EXPECT_EQ(m.runs[3].range, pages(44, 20));
+  EXPECT_EQ(m.runs[3].node, 0);
+  EXPECT_EQ(m.runs[4].range, pages(64, 20));
+  EXPECT_EQ(m.runs[4].node, 1);
+  EXPECT_EQ(m.runs[5].node, -1);
+
+  // map() reads the same and asks for the huge pages of each range.
+  const PageMap full = reader.map(1, r, &error);
+  EXPECT_EQ(kernel.calls, 4);
+  EXPECT_EQ(huge->calls, 5);
+  EXPECT_EQ(full.huge_blocks, std::vector<std::uint64_t>{kBase});
+  EXPECT_EQ(full.bytes_per_node, m.bytes_per_node);
+
+  // The process exits after the first call: the first 32 pages, the error, no huge pages.
+  kernel.calls = 0;
+  kernel.gone_after_calls = 1;
+  const PageMap part = reader.map(1, r, &error);
+  EXPECT_NE(error.find("move_pages status query of pid 1"), std::string::npos) << error;
+  EXPECT_EQ(part.bytes_per_node.at(0), 26 * kPageSize);
+  EXPECT_EQ(part.bytes_per_node.at(1), 6 * kPageSize);
+  EXPECT_TRUE(part.huge_blocks.empty());
+  EXPECT_EQ(huge->calls, 5);
+}
+
 TEST(ResidencyReader, GoneProcessIsAnError) {
   testing::FakeKernel kernel;
   kernel.gone_after_calls = 0;
