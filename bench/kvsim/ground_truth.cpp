@@ -66,14 +66,14 @@ struct FileCloser {
 
 void write_csv(std::FILE* f, const GroundTruth& truth, std::span<const BlockState> states,
                const TruthContext& ctx) {
-  fmt::print(f, "block,tensor,start,end,state,last_access_ns,accesses,writes\n");
+  fmt::print(f, "block,tensor,start,end,state,last_access_ns,accesses,writes,episode_start_ns\n");
   const PoolLayout& l = ctx.layout;
   for (BlockId b = 0; b < truth.blocks(); ++b) {
     for (std::uint32_t t = 0; t < l.tensors(); ++t) {
       const std::uint64_t start = ctx.pool.start + l.offset(b, t);
-      fmt::print(f, "{},{},{},{},{},{},{},{}\n", b, t, start, start + l.chunk_bytes,
+      fmt::print(f, "{},{},{},{},{},{},{},{},{}\n", b, t, start, start + l.chunk_bytes,
                  block_state_name(states[b]), truth.last_access(b), truth.accesses(b),
-                 truth.writes(b));
+                 truth.writes(b), truth.episode_start(b));
     }
   }
 }
@@ -91,9 +91,9 @@ void write_json(std::FILE* f, const GroundTruth& truth, std::span<const BlockSta
   for (BlockId b = 0; b < truth.blocks(); ++b) {
     fmt::print(f,
                "{}{{\"id\":{},\"state\":\"{}\",\"last_access_ns\":{},\"accesses\":{},"
-               "\"writes\":{},\"ranges\":[",
+               "\"writes\":{},\"episode_start_ns\":{},\"ranges\":[",
                b == 0 ? "\n" : ",\n", b, block_state_name(states[b]), truth.last_access(b),
-               truth.accesses(b), truth.writes(b));
+               truth.accesses(b), truth.writes(b), truth.episode_start(b));
     for (std::uint32_t t = 0; t < l.tensors(); ++t) {
       const std::uint64_t start = ctx.pool.start + l.offset(b, t);
       fmt::print(f, "{}[{},{}]", t == 0 ? "" : ",", start, start + l.chunk_bytes);

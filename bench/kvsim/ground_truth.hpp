@@ -5,9 +5,9 @@
 //
 // Output formats (chosen by the file extension):
 //   .csv  one row per chunk (a block's slice of one tensor), easy for awk in the guest:
-//         block,tensor,start,end,state,last_access_ns,accesses,writes
+//         block,tensor,start,end,state,last_access_ns,accesses,writes,episode_start_ns
 //   else  JSON: {"pid","time_ns","pool":[start,end],"layout":{...},"blocks":[{"id","state",
-//         "last_access_ns","accesses","writes","ranges":[[start,end],...]}...]}
+//         "last_access_ns","accesses","writes","episode_start_ns","ranges":[[start,end],...]}...]}
 // Files are written to PATH.tmp and renamed, so a reader never sees half a file.
 
 #include <atomic>

@@ -248,7 +248,7 @@ TEST(LiveTruthRun, KvsimsLiveFileEndsEqualToItsFinalTruth) {
     std::stringstream ss(line);
     std::vector<std::string> cols;
     for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
-    ASSERT_EQ(cols.size(), 8U) << line;
+    ASSERT_EQ(cols.size(), 9U) << line;
     last[static_cast<std::uint32_t>(std::stoul(cols[0]))] = std::stoull(cols[5]);
   }
   ASSERT_EQ(last.size(), t.size());

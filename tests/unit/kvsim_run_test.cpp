@@ -95,7 +95,7 @@ TEST(KvsimRun, ShortMooncakeRunIsCleanAndWritesTruth) {
   std::ifstream csv(dir / "truth.csv");
   std::string line;
   std::getline(csv, line);
-  EXPECT_EQ(line, "block,tensor,start,end,state,last_access_ns,accesses,writes");
+  EXPECT_EQ(line, "block,tensor,start,end,state,last_access_ns,accesses,writes,episode_start_ns");
   int rows = 0;
   int touched = 0;
   while (std::getline(csv, line)) {

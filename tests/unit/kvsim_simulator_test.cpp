@@ -320,10 +320,10 @@ TEST_F(KvsimSimulator, GroundTruthFilesDescribeEveryChunk) {
   std::ifstream csv(dir / "t.csv");
   std::string line;
   std::getline(csv, line);
-  EXPECT_EQ(line, "block,tensor,start,end,state,last_access_ns,accesses,writes");
+  EXPECT_EQ(line, "block,tensor,start,end,state,last_access_ns,accesses,writes,episode_start_ns");
   std::getline(csv, line);
-  EXPECT_EQ(line,
-            fmt::format("0,0,{},{},active,{},2,1", ctx.pool.start, ctx.pool.start + 8192, kT0));
+  EXPECT_EQ(line, fmt::format("0,0,{},{},active,{},2,1,{}", ctx.pool.start, ctx.pool.start + 8192,
+                              kT0, kT0));
   int rows = 1;
   while (std::getline(csv, line)) ++rows;
   EXPECT_EQ(rows, 70 * 2);
@@ -338,6 +338,7 @@ TEST_F(KvsimSimulator, GroundTruthFilesDescribeEveryChunk) {
   const auto& b32 = j["blocks"][32];
   EXPECT_EQ(b32["state"], "active");
   EXPECT_EQ(b32["accesses"], 1);
+  EXPECT_EQ(b32["episode_start_ns"], kT0);
   EXPECT_EQ(b32["ranges"][1][0], ctx.pool.start + layout_.tensor_bytes() + 32 * 8192);
   EXPECT_EQ(j["blocks"][40]["state"], "free");
   EXPECT_FALSE(std::filesystem::exists(dir / "t.json.tmp"));
