@@ -73,31 +73,38 @@ def expand_runs(runs):
 
 
 def parse_truth_csv(text):
-    """kvsim's ground truth CSV -> list of (start, end, last_access_ns, state), by start."""
+    """kvsim's ground truth CSV -> list of (start, end, last_access_ns, state, episode_start_ns),
+    by start; episode_start_ns is None in an older kvsim's file."""
     rows = []
     lines = text.splitlines()
     if not lines or not lines[0].startswith("block,tensor,start,end,state,last_access_ns"):
         raise ValueError("not a kvsim truth CSV (header missing)")
+    episode = lines[0].split(",").index("episode_start_ns") if "episode_start_ns" in lines[0] else None
     for line in lines[1:]:
         if not line:
             continue
         f = line.split(",")
-        rows.append((int(f[2]), int(f[3]), int(f[5]), f[4]))
+        rows.append((int(f[2]), int(f[3]), int(f[5]), f[4], int(f[episode]) if episode else None))
     rows.sort()
     return rows
 
 
-def demotion_score(map_start, page_status, truth_rows, now_ns, cold_age_ns, demoted_node=1):
+def demotion_score(map_start, page_status, truth_rows, now_ns, cold_age_ns, demoted_node=1,
+                   window_ns=5 * 10**9):
     """Precision and recall of "on the demotion node" against "not touched for cold_age".
 
     map_start: address of page_status[0]; page_status: node (or -errno) of each page in
-    address order; truth_rows: (start, end, last_access_ns, state) chunks. Bytes outside every
-    chunk or not placed on a node are left out. Returns a dict of byte counts and the two
-    ratios (None when undefined: nothing demoted, or nothing cold).
+    address order; truth_rows: (start, end, last_access_ns, state, episode_start_ns) chunks.
+    Bytes outside every chunk or not placed on a node are left out. Returns a dict of byte
+    counts and the two ratios (None when undefined: nothing demoted, or nothing cold), the
+    precision that the bytes on the demotion node allow at most (all truly cold bytes there),
+    and of the bytes there that are not cold those whose block began its episode of use less
+    than window_ns before (None without episodes in the truth).
     """
-    demoted = cold = both = considered = 0
+    demoted = cold = both = considered = hot_early = 0
+    episodes = bool(truth_rows) and truth_rows[0][4] is not None
     n = len(page_status)
-    for start, end, last, _state in truth_rows:
+    for start, end, last, _state, episode in truth_rows:
         first_page = (start - map_start) // PAGE
         last_page = (end - 1 - map_start) // PAGE
         if last_page < 0 or first_page >= n:
@@ -116,6 +123,8 @@ def demotion_score(map_start, page_status, truth_rows, now_ns, cold_age_ns, demo
             demoted += b if on else 0
             cold += b if is_cold else 0
             both += b if on and is_cold else 0
+            if on and not is_cold and episodes and now_ns - episode < window_ns:
+                hot_early += b
     return {
         "considered_bytes": considered,
         "demoted_bytes": demoted,
@@ -123,6 +132,8 @@ def demotion_score(map_start, page_status, truth_rows, now_ns, cold_age_ns, demo
         "demoted_cold_bytes": both,
         "precision": both / demoted if demoted else None,
         "recall": both / cold if cold else None,
+        "precision_ceiling": min(1.0, cold / demoted) if demoted else None,
+        "demoted_hot_early_bytes": hot_early if episodes else None,
     }
 
 
@@ -244,7 +255,7 @@ def oracle_cold_check(cycles, map_start, page_status, truth_rows, map_t_ns, cold
     limit = c["t_ns"] - cold_age_ns
     checked = misplaced = 0
     n = len(page_status)
-    for start, end, last, _state in truth_rows:
+    for start, end, last, _state, _episode in truth_rows:
         if last > limit:
             continue
         first_page = (start - map_start) // PAGE
@@ -305,14 +316,16 @@ def analyse_mode(mode, events, meta):
             if tot > 0:
                 r["dram_read_series"].append(((s["time_ns"] - t_first) / 1e9, dram / tot))
         prev = s
-    # Precision and recall at every page map that came with its ground truth.
+    # Precision and recall at every page map that came with its ground truth; kvsim's reaction
+    # window (its read split) also splits the not-cold bytes on node 1 by their episode.
+    window_ns = int(((r["slow_reads_2nd_half"] or {}).get("reaction_window_s") or 5) * 1e9)
     truths = {e["i"]: e for e in pick(events, "probe", "truth")}
     r["scores"] = []
     for s in samples:
         if "runs" not in s or s["i"] not in truths:
             continue
         score = demotion_score(s["start"], expand_runs(s["runs"]), parse_truth_csv(truths[s["i"]]["csv"]),
-                               s["t_ns"], int(cold_age_s * 1e9))
+                               s["t_ns"], int(cold_age_s * 1e9), window_ns=window_ns)
         score["t_s"] = s["t_s"]
         r["scores"].append(score)
     r["final_score"] = r["scores"][-1] if r["scores"] else None
@@ -673,11 +686,17 @@ def details_md(results):
             continue
         out.append(f"### {r['title']}\n")
         if r["scores"]:
-            out.append("| t (s) | on CXL node | truly cold (>= {} s) | precision | recall |".format(r["cold_age_s"]))
-            out.append("|---|---|---|---|---|")
+            out.append("| t (s) | on CXL node | truly cold (>= {} s) | precision (at most, for what is on CXL) | "
+                       "recall | not cold on CXL: block's use began < {:g} s before / earlier |".format(
+                           r["cold_age_s"], (r["slow_reads_2nd_half"] or {}).get("reaction_window_s") or 5))
+            out.append("|---|---|---|---|---|---|")
             for s in r["scores"]:
+                hot = s["demoted_bytes"] - s["demoted_cold_bytes"]
+                early = s.get("demoted_hot_early_bytes")
+                split = ("n/a" if early is None else
+                         f"{early / MIB:.1f} / {(hot - early) / MIB:.1f} MiB")
                 out.append(f"| {s['t_s']:.0f} | {s['demoted_bytes'] / MIB:.1f} MiB | {s['cold_bytes'] / MIB:.1f} MiB | "
-                           f"{pct(s['precision'])} | {pct(s['recall'])} |")
+                           f"{pct(s['precision'])} ({pct(s.get('precision_ceiling'))}) | {pct(s['recall'])} | {split} |")
             out.append("")
         sr = r.get("slow_reads_2nd_half")
         if sr:

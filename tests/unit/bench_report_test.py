@@ -41,6 +41,30 @@ class DemotionScore(unittest.TestCase):
         self.assertEqual(s["demoted_cold_bytes"], 2 * 4096)
         self.assertAlmostEqual(s["precision"], 2 / 3)
         self.assertAlmostEqual(s["recall"], 2 / 4)
+        self.assertEqual(s["precision_ceiling"], 1.0)  # less on node 1 than is cold
+        self.assertIsNone(s["demoted_hot_early_bytes"])  # an older kvsim's truth: no episodes
+
+    def test_not_cold_bytes_on_the_slow_node_split_by_their_episode(self):
+        # Three chunks of two pages, all on node 1: chunk 0 cold; chunk 1 hot, its block's use
+        # began 2 s before now (a new fill); chunk 2 hot, in use for 8 s. Window 5 s.
+        base = 0x10000
+        now = 100 * SEC
+        rows = HEADER.rstrip("\n") + ",episode_start_ns\n" + "".join(
+            f"{b},0,{st},{st + 8192},active,{last},1,1,{ep}\n" for b, st, last, ep in [
+                (0, base, now - 20 * SEC, now - 30 * SEC),
+                (1, base + 8192, now - 1 * SEC, now - 2 * SEC),
+                (2, base + 16384, now - 1 * SEC, now - 8 * SEC)])
+        truth = report.parse_truth_csv(rows)
+        self.assertEqual(truth[1], (base + 8192, base + 16384, now - SEC, "active", now - 2 * SEC))
+        s = report.demotion_score(base, report.expand_runs([[1, 6]]), truth, now, 10 * SEC)
+        self.assertEqual(s["demoted_bytes"], 6 * 4096)
+        self.assertAlmostEqual(s["precision"], 1 / 3)
+        self.assertAlmostEqual(s["precision_ceiling"], 1 / 3)
+        self.assertEqual(s["demoted_hot_early_bytes"], 2 * 4096)
+        # A 10 s window: chunk 2's use began within it too.
+        s = report.demotion_score(base, report.expand_runs([[1, 6]]), truth, now, 10 * SEC,
+                                  window_ns=10 * SEC)
+        self.assertEqual(s["demoted_hot_early_bytes"], 4 * 4096)
 
     def test_cold_age_boundary_and_undefined_ratios(self):
         base = 0
@@ -222,6 +246,9 @@ class WholeReport(unittest.TestCase):
             self.assertIn("| kvtier | not available: kvtierd runs but does not manage kvsim |", md)
             # A start event without "threads" is an older kvsim's: one thread.
             self.assertIn("one thread (the kernel's NUMA scan leaves its DRAM pages mapped)", md)
+            # The page map at 10 s: its precision, the most the bytes on node 1 allow, and no
+            # episode split (this truth has no episode_start_ns column).
+            self.assertIn("| 10 | 0.0 MiB | 0.0 MiB | 100.0% (100.0%) | 100.0% | n/a |", md)
             # The second half (from 5 s): 100 bytes read, 25 off node 0, 15 of them late.
             self.assertIn("- Reads not served by node 0 in the second half: 25.0% of 0 MiB read; 10.0% "
                           "within 5 s of the block's start of use (filled anew, or back after 10 s or more "
