@@ -172,9 +172,14 @@ class Planner {
     }
     // A DRAM node that has to make room in this plan (short of its headroom plus
     // what waits) is under pressure: the cold-age pass then holds nothing back.
+    bool pressed = false;
     for (std::size_t id = 0; id < nodes_.size(); ++id) {
       nodes_[id].pressed = short_of_headroom(static_cast<int>(id)) > 0;
+      pressed = pressed || nodes_[id].pressed;
     }
+    // Only then, and only for a target whose reads in DRAM go unseen, does the
+    // cold-age pass look at the units it holds (cold_age()).
+    release_held_ = pressed && std::ranges::any_of(s_.targets, &TargetView::dram_reads_unseen);
     std::vector<std::vector<Cand>> cold(groups_.size());
     std::vector<std::vector<bool>> cold_taken(groups_.size());
     for (GroupWork* g : up) {
@@ -572,6 +577,7 @@ class Planner {
     // Units held back only because their target's reads in DRAM go unseen
     // (cooling, idle for the effective cold age but not twice cold_age) go too
     // from a node under pressure: the hold spends DRAM's slack, never its room.
+    if (!release_held_) return;
     const std::uint32_t now_tick = to_tick(s_.now);
     for (std::size_t i = 0; i < g.order.size() && !budget_out_; ++i) {
       const Ranked& r = g.order[i];
@@ -709,6 +715,8 @@ class Planner {
   NodeFacts facts_;
   std::uint64_t budget_;
   bool budget_out_ = false;
+  // Some DRAM node is pressed and some target's reads in DRAM go unseen.
+  bool release_held_ = false;
   std::uint64_t waiting_bytes_ = 0;  // Plan::waiting_bytes
   std::vector<Node> nodes_;
   std::vector<GroupWork> groups_;
