@@ -21,9 +21,10 @@ std::string_view block_state_name(BlockState s) {
   return "unknown";
 }
 
-GroundTruth::GroundTruth(std::uint32_t blocks, TimeNs start)
+GroundTruth::GroundTruth(std::uint32_t blocks, TimeNs start, TimeNs episode_gap)
     : last_access_(blocks, start),
       episode_start_(blocks, start),
+      episode_gap_(episode_gap),
       accesses_(blocks, 0),
       writes_(blocks, 0) {}
 

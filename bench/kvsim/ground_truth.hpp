@@ -30,7 +30,8 @@ std::string_view block_state_name(BlockState s);
 class GroundTruth {
  public:
   // Every block starts "last accessed" at `start` (when the pool was faulted in), never counted.
-  GroundTruth(std::uint32_t blocks, TimeNs start);
+  // A touch after `episode_gap` or more untouched begins a new episode of use (episode_start).
+  GroundTruth(std::uint32_t blocks, TimeNs start, TimeNs episode_gap);
 
   void touch(BlockId block, TimeNs now, bool write) {
     if (now >= last_access_[block] + episode_gap_) episode_start_[block] = now;
@@ -46,10 +47,9 @@ class GroundTruth {
   void mirror_to(std::span<std::uint64_t> mirror);
   [[nodiscard]] TimeNs last_access(BlockId b) const { return last_access_[b]; }
   // A block's episode of use starts when it is filled anew (begin_episode: taken from the
-  // free list) or touched after at least `gap` untouched (set_episode_gap; 10 s unless set).
-  // The reads early in an episode are the ones no placement that waits for an access to a
-  // block can have served from DRAM.
-  void set_episode_gap(TimeNs gap) { episode_gap_ = gap; }
+  // free list) or touched after at least the episode gap untouched. The reads early in an
+  // episode are the ones no placement that waits for an access to a block can have served
+  // from DRAM.
   void begin_episode(BlockId b, TimeNs now) { episode_start_[b] = now; }
   [[nodiscard]] TimeNs episode_start(BlockId b) const { return episode_start_[b]; }
   [[nodiscard]] std::uint64_t accesses(BlockId b) const { return accesses_[b]; }
@@ -61,7 +61,7 @@ class GroundTruth {
  private:
   std::vector<TimeNs> last_access_;
   std::vector<TimeNs> episode_start_;
-  TimeNs episode_gap_ = 10'000'000'000;
+  TimeNs episode_gap_;
   std::vector<std::uint64_t> accesses_;
   std::vector<std::uint64_t> writes_;
   std::span<std::uint64_t> mirror_;

@@ -28,7 +28,7 @@ Simulator::Simulator(const SimConfig& config, Trace trace, const KvPool& pool, T
       layout_(pool.layout()),
       start_(start),
       alloc_(pool.layout().blocks),
-      truth_(pool.layout().blocks, start),
+      truth_(pool.layout().blocks, start, config.episode_gap),
       meta_(pool.layout().blocks),
       states_(pool.layout().blocks, BlockState::kFree),
       inject_rng_(config.seed) {
@@ -37,7 +37,6 @@ Simulator::Simulator(const SimConfig& config, Trace trace, const KvPool& pool, T
   // One mean inter-arrival gap between the last request of a pass and the first of the next.
   period_s_ = n > 1 && span > 0 ? span + span / static_cast<double>(n - 1) : span + 1.0;
   trace_used_up_ = n == 0;
-  truth_.set_episode_gap(config_.episode_gap);
 }
 
 TimeNs Simulator::arrival_ns(const Pending& p) const {

@@ -43,7 +43,7 @@ TEST(LiveTruth, AReaderSeesTheHeaderAndEveryTouchOfTheMirroredTruth) {
   const fs::path p = temp_file("live_truth");
   auto w = LiveTruthWriter::create(p, header(3));
   ASSERT_TRUE(w) << w.error().message;
-  GroundTruth truth(3, 7 * kSec);
+  GroundTruth truth(3, 7 * kSec, 10 * kSec);
   truth.mirror_to(w->last_access());
 
   auto r = LiveTruthReader::open(p);
