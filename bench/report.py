@@ -182,18 +182,27 @@ def series_share(samples, node, pool_bytes):
     return [(s["t_s"], s["bytes_by_node"].get(node, 0) / pool_bytes) for s in samples]
 
 
-def dram_read_share(stats, until_ns=None, since_ns=None):
-    """Share of the sampled decode read bytes served by node 0, between two kvsim stats lines
-    (cumulative counters): the last at or before until_ns and the last at or before since_ns."""
+def read_nodes_window(stats, until_ns=None, since_ns=None):
+    """kvsim's cumulative read_nodes counters at the last stats line at or before until_ns and
+    at the last at or before since_ns (zero without since_ns): (end, base), or None."""
     usable = [s for s in stats if "read_nodes" in s and (until_ns is None or s["time_ns"] <= until_ns)]
     if not usable:
         return None
-    end = usable[-1]["read_nodes"]
-    base = {"sampled_read_bytes": 0, "by_node": {}}
+    base = {"sampled_read_bytes": 0, "by_node": {}, "late_by_node": {}}
     if since_ns is not None:
         before = [s for s in usable if s["time_ns"] <= since_ns]
         if before:
             base = before[-1]["read_nodes"]
+    return usable[-1]["read_nodes"], base
+
+
+def dram_read_share(stats, until_ns=None, since_ns=None):
+    """Share of the sampled decode read bytes served by node 0, between two kvsim stats lines
+    (cumulative counters): the last at or before until_ns and the last at or before since_ns."""
+    window = read_nodes_window(stats, until_ns, since_ns)
+    if window is None:
+        return None
+    end, base = window
     total = end["sampled_read_bytes"] - base["sampled_read_bytes"]
     dram = end["by_node"].get(DRAM_NODE, 0) - base["by_node"].get(DRAM_NODE, 0)
     return dram / total if total > 0 else None
@@ -204,15 +213,10 @@ def cxl_read_split(stats, until_ns=None, since_ns=None):
     other nodes than node 0 served, split by kvsim's late_by_node: read within its reaction window
     of the block's episode of use (filled anew, or back after the episode gap idle), or later.
     None when kvsim did not count late reads (an older kvsim) or nothing was read."""
-    usable = [s for s in stats if "read_nodes" in s and (until_ns is None or s["time_ns"] <= until_ns)]
-    if not usable or "late_by_node" not in usable[-1]["read_nodes"]:
+    window = read_nodes_window(stats, until_ns, since_ns)
+    if window is None or "late_by_node" not in window[0]:
         return None
-    end = usable[-1]["read_nodes"]
-    base = {"sampled_read_bytes": 0, "by_node": {}, "late_by_node": {}}
-    if since_ns is not None:
-        before = [s for s in usable if s["time_ns"] <= since_ns]
-        if before:
-            base = before[-1]["read_nodes"]
+    end, base = window
     total = end["sampled_read_bytes"] - base["sampled_read_bytes"]
     if total <= 0:
         return None
@@ -318,7 +322,8 @@ def analyse_mode(mode, events, meta):
         prev = s
     # Precision and recall at every page map that came with its ground truth; kvsim's reaction
     # window (its read split) also splits the not-cold bytes on node 1 by their episode.
-    window_ns = int(((r["slow_reads_2nd_half"] or {}).get("reaction_window_s") or 5) * 1e9)
+    r["reaction_window_s"] = (r["slow_reads_2nd_half"] or {}).get("reaction_window_s") or 5
+    window_ns = int(r["reaction_window_s"] * 1e9)
     truths = {e["i"]: e for e in pick(events, "probe", "truth")}
     r["scores"] = []
     for s in samples:
@@ -688,7 +693,7 @@ def details_md(results):
         if r["scores"]:
             out.append("| t (s) | on CXL node | truly cold (>= {} s) | precision (at most, for what is on CXL) | "
                        "recall | not cold on CXL: block's use began < {:g} s before / earlier |".format(
-                           r["cold_age_s"], (r["slow_reads_2nd_half"] or {}).get("reaction_window_s") or 5))
+                           r["cold_age_s"], r["reaction_window_s"]))
             out.append("|---|---|---|---|---|---|")
             for s in r["scores"]:
                 hot = s["demoted_bytes"] - s["demoted_cold_bytes"]
