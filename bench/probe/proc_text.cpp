@@ -51,10 +51,10 @@ Result<ProcCpu> parse_proc_stat(std::string_view text) {
     fields.push_back(rest.substr(0, e));
     rest = e == std::string_view::npos ? std::string_view{} : rest.substr(e);
   }
-  if (fields.size() < 13 || !parse_u64(fields[11], cpu.utime_ticks) ||
-      !parse_u64(fields[12], cpu.stime_ticks)) {
-    return fail(
-        fmt::format("/proc/PID/stat of '{}': utime/stime (fields 14, 15) unreadable", cpu.comm));
+  if (fields.size() < 13 || !parse_u64(fields[7], cpu.minflt) ||
+      !parse_u64(fields[11], cpu.utime_ticks) || !parse_u64(fields[12], cpu.stime_ticks)) {
+    return fail(fmt::format(
+        "/proc/PID/stat of '{}': minflt/utime/stime (fields 10, 14, 15) unreadable", cpu.comm));
   }
   return cpu;
 }

@@ -22,6 +22,8 @@ struct ProcCpu {
   std::string comm;
   std::uint64_t utime_ticks = 0;
   std::uint64_t stime_ticks = 0;
+  // Page faults that needed no I/O (among them NUMA hint faults and soft-dirty write faults).
+  std::uint64_t minflt = 0;
 };
 
 // /proc/PID/stat: the comm may hold spaces and parentheses, so fields are counted from the

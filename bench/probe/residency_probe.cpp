@@ -9,7 +9,8 @@
 // Output, JSON lines on stdout:
 //   {"event":"sample","i","t_ns","t_s","pages","page_bytes","bytes_by_node":{"0":..},
 //    "status_pages":{"-2":..} (pages the kernel could not place, by -errno),"query_ms",
-//    "free_kib_by_node":{..},"vmstat":{..},"cpu_ticks":{"comm":utime+stime},"clk_tck",
+//    "free_kib_by_node":{..},"vmstat":{..},"cpu_ticks":{"comm":utime+stime},"sys_ticks":{"comm":stime},
+//    "minflt":{"comm":minor faults},"clk_tck",
 //    "runs":[[node,pages],...] (on map samples: the node of every page, run-length encoded)}
 //   {"event":"truth","i","t_ns","csv"} on map samples with --truth: the probe sends SIGUSR1 to
 //    PID right after the map (kvsim then writes its ground truth) and relays the file.
@@ -136,16 +137,24 @@ Json free_by_node() {
   return out;
 }
 
-Json cpu_ticks(const std::regex& re) {
-  Json out = Json::object();
+// CPU ticks (user+system), system ticks and minor faults of every process whose comm matches,
+// summed by comm: {"cpu_ticks": {..}, "sys_ticks": {..}, "minflt": {..}}.
+Json cpu_counters(const std::regex& re) {
+  Json out = {
+      {"cpu_ticks", Json::object()}, {"sys_ticks", Json::object()}, {"minflt", Json::object()}};
+  const auto add = [&](const char* key, const std::string& comm, std::uint64_t v) {
+    Json& m = out[key];
+    m[comm] = m.contains(comm) ? m[comm].get<std::uint64_t>() + v : v;
+  };
   std::error_code ec;
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     auto cpu = kb::parse_proc_stat(slurp(e.path() / "stat"));
     if (!cpu || !std::regex_search(cpu->comm, re)) continue;
-    const std::uint64_t ticks = cpu->utime_ticks + cpu->stime_ticks;
-    out[cpu->comm] = out.contains(cpu->comm) ? out[cpu->comm].get<std::uint64_t>() + ticks : ticks;
+    add("cpu_ticks", cpu->comm, cpu->utime_ticks + cpu->stime_ticks);
+    add("sys_ticks", cpu->comm, cpu->stime_ticks);
+    add("minflt", cpu->comm, cpu->minflt);
   }
   return out;
 }
@@ -233,8 +242,8 @@ int run(const Options& o) {
            {"query_ms", static_cast<double>(q) / 1e6},
            {"free_kib_by_node", free_by_node()},
            {"vmstat", kb::parse_vmstat(slurp("/proc/vmstat"), vm_keys)},
-           {"cpu_ticks", cpu_ticks(cpu_re)},
            {"clk_tck", clk_tck}};
+    j.update(cpu_counters(cpu_re));
     if (map) {
       Json runs = Json::array();
       for (const auto& [st, n] : s.runs) runs.push_back({st, n});

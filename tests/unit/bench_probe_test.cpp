@@ -34,6 +34,7 @@ TEST(BenchProbe, ProcStatTimesAreCountedFromTheLastParenthesis) {
   EXPECT_EQ(cpu->comm, "kv sim) x");
   EXPECT_EQ(cpu->utime_ticks, 250U);
   EXPECT_EQ(cpu->stime_ticks, 75U);
+  EXPECT_EQ(cpu->minflt, 500U);
   const auto kthread = parse_proc_stat("57 (kdamond.0) S 2 0 0 0 -1 2129984 0 0 0 0 3 1180 0 0");
   ASSERT_TRUE(kthread) << kthread.error().message;
   EXPECT_EQ(kthread->comm, "kdamond.0");
