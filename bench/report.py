@@ -165,11 +165,11 @@ def migration_rates(first_sample, last_sample):
     return out
 
 
-def cpu_seconds(first_sample, last_sample, prefixes):
-    """CPU seconds (user+system) over the window of threads whose comm starts with a prefix.
-    A thread that appeared during the window counts from zero."""
+def cpu_seconds(first_sample, last_sample, prefixes, key="cpu_ticks"):
+    """CPU seconds (user+system; system alone with key="sys_ticks") over the window of threads
+    whose comm starts with a prefix. A thread that appeared during the window counts from zero."""
     tck = last_sample.get("clk_tck", 100) or 100
-    a, b = first_sample.get("cpu_ticks", {}), last_sample.get("cpu_ticks", {})
+    a, b = first_sample.get(key, {}), last_sample.get(key, {})
     total = 0
     for comm, ticks in b.items():
         if any(comm.startswith(p) for p in prefixes):
@@ -340,9 +340,11 @@ def analyse_mode(mode, events, meta):
     r["kswapd_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kswapd"])
     r["kdamond_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kdamond"])
     r["kvsim_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvsim"])
+    r.update(workload_price(samples, stats))
     r["probe_cpu_s"] = cpu_seconds(samples[0], samples[-1], ["kvtier_residenc"])
     r["agent_cpu_pct"] = 100 * r["agent_cpu_s"] / window if window > 0 else None
     r["move_cpu_share"] = move_cpu_share(first(events, "bench", "kvtierd_dump"))
+    r["agent_phases"] = loop_phases(first(events, "bench", "kvtierd_dump"))
     r["promotion_latency"] = promotion_latency(first(events, "bench", "kvtierd_dump"))
     if EXCLUDED_CPU.get(mode):
         r["excluded_cpu_s"] = cpu_seconds(samples[0], samples[-1], EXCLUDED_CPU[mode])
@@ -394,6 +396,39 @@ def analyse_mode(mode, events, meta):
                             ("damos", "damos_goal", "kernel_tiering", "kvtier_config", "oracle", "settings")]
     r["kvsim_start"] = kstart
     return r
+
+
+def workload_price(samples, stats):
+    """What tiering costs the workload itself over the probe's window: kvsim's CPU seconds split
+    into user and system (a probe that does not say: system None), its minor faults (hint faults,
+    soft-dirty write faults and migration waits are among them), the decode steps it ran and its
+    CPU per step in ms."""
+    a, b = samples[0], samples[-1]
+    out = {"kvsim_sys_s": None, "kvsim_user_s": None, "kvsim_minflt": None}
+    if "sys_ticks" in b:
+        out["kvsim_sys_s"] = cpu_seconds(a, b, ["kvsim"], key="sys_ticks")
+        out["kvsim_user_s"] = cpu_seconds(a, b, ["kvsim"]) - out["kvsim_sys_s"]
+    if "minflt" in b:
+        out["kvsim_minflt"] = sum(v - a.get("minflt", {}).get(c, 0) for c, v in b["minflt"].items()
+                                  if c.startswith("kvsim"))
+
+    def steps_at(t_ns):
+        before = [s["steps"] for s in stats if "steps" in s and s["time_ns"] <= t_ns]
+        return before[-1] if before else 0
+
+    steps = steps_at(b["t_ns"]) - steps_at(a["t_ns"])
+    cpu = cpu_seconds(a, b, ["kvsim"])
+    out["kvsim_steps"] = steps
+    out["kvsim_cpu_ms_per_step"] = 1000 * cpu / steps if steps > 0 else None
+    return out
+
+
+def loop_phases(dump_event):
+    """kvtierd's loop CPU seconds by phase since its start (its dump at the end), or None."""
+    try:
+        return {k: float(v) for k, v in json.loads(dump_event["dump"])["loop"]["cpu"]["loop_seconds_by_phase"].items()}
+    except (TypeError, KeyError, ValueError):
+        return None
 
 
 def move_cpu_share(dump_event):
@@ -453,7 +488,20 @@ def figures(r):
         "steps_per_s": r["steps_per_s"],
         "step_work_ms": r["step_work_ms"],
         "corrupted": r["corrupted_bytes"],
+        "kvsim_cpu_s": r.get("kvsim_cpu_s"),
+        "kvsim_cpu_ms_step": r.get("kvsim_cpu_ms_per_step"),
+        "kvsim_user_ms_step": per_step(r, "kvsim_user_s"),
+        "kvsim_sys_ms_step": per_step(r, "kvsim_sys_s"),
+        "kvsim_faults_step": per_step(r, "kvsim_minflt", scale=1),
+        "agent_kdamond_cpu_s": (r.get("agent_cpu_s") or 0) + (r.get("kdamond_cpu_s") or 0)
+        if r.get("mode") not in ("damos", "damos-goal") else r.get("agent_cpu_s"),
     }
+
+
+def per_step(r, key, scale=1000):
+    """r[key] per decode step of the window (ms for seconds), or None."""
+    v, steps = r.get(key), r.get("kvsim_steps")
+    return scale * v / steps if v is not None and steps else None
 
 
 def spread(values):
@@ -472,6 +520,8 @@ def aggregate(mode, runs):
         a["status"] = runs[0]["status"] if runs else "failed: no run"
         return a
     a["status"] = "ok"
+    # Flat out (kvsim --step-ms 0): steps back to back, so steps/s is the workload's throughput.
+    a["flat_out"] = any(((r.get("kvsim_start") or {}).get("sim") or {}).get("step_ms") == 0 for r in ok)
     figs = [figures(r) for r in ok]
     a["summary"] = {k: spread([f[k] for f in figs]) for k in figs[0]}
     return a
@@ -501,6 +551,30 @@ def oracle_comparison(aggs):
         a["vs_oracle"] = {"offload_ratio": spread(ratios), "dram_delta_pts": spread(deltas)}
 
 
+def none_comparison(aggs):
+    """The price: every mode's workload CPU per decode step as a ratio of no tiering's, run by run
+    (run K of a mode with run K of none; none's median when its run K did not complete), and in
+    a flat-out run (no pacing) its steps/s as a ratio of none's. Stored as a["vs_none"] =
+    {"cpu_ratio": spread, "steps_ratio": spread}."""
+    ref = next((a for a in aggs if a["mode"] == "none" and a["status"] == "ok"), None)
+    if ref is None:
+        return
+    by_run = {r["meta"].get("run") if r.get("meta") else None: figures(r) for r in ref["ok"]}
+    med = {k: (v["median"] if v else None) for k, v in ref["summary"].items()}
+    for a in aggs:
+        if a["status"] != "ok":
+            continue
+        cpu, steps = [], []
+        for r in a["ok"]:
+            f = figures(r)
+            o = by_run.get(r["meta"].get("run") if r.get("meta") else None, med)
+            if f["kvsim_cpu_ms_step"] is not None and o["kvsim_cpu_ms_step"]:
+                cpu.append(f["kvsim_cpu_ms_step"] / o["kvsim_cpu_ms_step"])
+            if f["steps_per_s"] is not None and o["steps_per_s"]:
+                steps.append(f["steps_per_s"] / o["steps_per_s"])
+        a["vs_none"] = {"cpu_ratio": spread(cpu), "steps_ratio": spread(steps)}
+
+
 # --- output -------------------------------------------------------------------------------
 
 COLUMNS = [
@@ -513,6 +587,7 @@ COLUMNS = [
     "migrated MiB/s (demoted / promoted)",
     "agent CPU",
     "kvsim decode steps/s (step work ms)",
+    "kvsim CPU ms/step (user / sys), vs none",
     "corrupted bytes",
 ]
 
@@ -568,6 +643,15 @@ def table_row(a):
     else:
         versus = "n/a (no oracle run)"
     corrupted = sum(r["corrupted_bytes"] for r in a["ok"])
+    ms = lambda v: num(v, "{:.1f}")  # noqa: E731
+    ratio = lambda v: num(v, "{:.2f}x")  # noqa: E731
+    vn = a.get("vs_none") or {}
+    price = f"{stat(s['kvsim_cpu_ms_step'], ms)} ({stat(s['kvsim_user_ms_step'], ms)} / {stat(s['kvsim_sys_ms_step'], ms)})"
+    if a["mode"] != "none" and vn.get("cpu_ratio"):
+        price += f", {stat(vn['cpu_ratio'], ratio, lambda v: num(v))}"
+    steps_vs = ""
+    if a["mode"] != "none" and a.get("flat_out") and vn.get("steps_ratio"):
+        steps_vs = f", {stat(vn['steps_ratio'], ratio, lambda v: num(v))} of none"
     bad_exit = [r["kvsim_status"] for r in a["ok"] if r["kvsim_status"] != 0]
     mib = lambda v: num(v)  # noqa: E731
     return [
@@ -579,7 +663,9 @@ def table_row(a):
         stat(s["recall"]),
         f"{stat(s['migrated'], mib)} ({stat(s['demoted'], mib)} / {stat(s['promoted'], mib)})",
         agent,
-        f"{stat(s['steps_per_s'], lambda v: num(v, '{:.3f}'))} ({stat(s['step_work_ms'], lambda v: num(v, '{:.1f}'))})",
+        f"{stat(s['steps_per_s'], lambda v: num(v, '{:.3f}'))} ({stat(s['step_work_ms'], lambda v: num(v, '{:.1f}'))})"
+        + steps_vs,
+        price,
         f"{corrupted}" + (f" (kvsim exit {bad_exit})" if bad_exit else ""),
     ]
 
@@ -684,6 +770,26 @@ def settings_md(results):
     return "\n".join(out)
 
 
+def price_md(r):
+    """One line: what the mode cost the workload (kvsim's CPU split, its faults) and what the
+    placer spent per MiB it moved, kvtierd's loop by phase where it says."""
+    steps = r.get("kvsim_steps") or 0
+    line = f"- The price: kvsim {r['kvsim_cpu_s']:.2f} s of CPU over {steps} decode steps"
+    if r.get("kvsim_sys_s") is not None:
+        line += f" ({r['kvsim_user_s']:.2f} s user, {r['kvsim_sys_s']:.2f} s system)"
+    if r.get("kvsim_minflt") is not None and steps:
+        line += f", {r['kvsim_minflt'] / steps:.0f} minor faults a step"
+    placer = r.get("excluded_cpu_s") if r["mode"] == "oracle" else r.get("agent_cpu_s")
+    moved = (r["migration"]["migrated_mib_s"] or 0) * r["migration"]["window_s"]
+    if placer and moved > 0:
+        line += f"; the placer {placer:.2f} s of CPU, {1000 * placer / moved:.1f} ms per MiB migrated"
+    phases = r.get("agent_phases")
+    if phases:
+        line += " (kvtierd's loop since its start: " + ", ".join(
+            f"{k} {v:.2f} s" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])) + ")"
+    return line + "."
+
+
 def details_md(results):
     out = []
     for r in results:
@@ -723,6 +829,7 @@ def details_md(results):
         out.append(f"- CPU over the window: kswapd {r['kswapd_cpu_s']:.2f} s, kdamond {r['kdamond_cpu_s']:.2f} s, "
                    f"kvsim {r['kvsim_cpu_s']:.2f} s, the probe itself {r['probe_cpu_s']:.2f} s "
                    f"(its move_pages query of the pool took {r['probe_query_ms']:.0f} ms a sample).")
+        out.append(price_md(r))
         lat = r.get("promotion_latency") or {}
         if lat:
             out.append("- Promotion latency (kvtierd's `kvtier_promotion_latency_seconds`, first sample on node 1 "
@@ -838,7 +945,15 @@ def write_report(out_dir, aggs, plot_ok):
         "(move_pages(2), the kernel's copying included; kvtierctl status --json: loop.cpu).",
         "- **kvsim decode steps/s**: steps per second of the whole run; decode is paced to the "
         "trace's real time, so it only drops when steps take longer than their budget; "
-        "the step work (ms, without pacing sleeps and without the node queries) shows the cost.",
+        "the step work (ms, without pacing sleeps and without the node queries) shows the cost. "
+        "In a flat-out run (scripts/bench.sh --flat-out: no pacing, steps back to back) steps/s is "
+        "the workload's throughput, and each mode's is also given as a ratio of none's.",
+        "- **kvsim CPU ms/step**: kvsim's own CPU time (user / system) over the probe's window per "
+        "decode step it ran, and as a ratio of none's (run K with run K): the price tiering makes "
+        "the workload pay (hint faults, soft-dirty write faults, waits on pages under migration "
+        "and the kernel's promotions in the fault path are system time). Under TCG the guest's "
+        "two vCPUs share one host thread, so an agent's CPU also stretches the time kvsim is "
+        "charged while both run.",
         "- **corrupted bytes**: kvsim checks every byte it reads against its pattern; must be 0 "
         "(summed over the runs).",
         "",
@@ -908,6 +1023,7 @@ def main(argv):
         ap.error("DIR is required (or --line FILE)")
     aggs = [aggregate(mode, load_mode(a.dir, mode)) for mode in a.modes.split(",")]
     oracle_comparison(aggs)
+    none_comparison(aggs)
     plot_ok = False
     if not a.no_plot:
         try:

@@ -6,7 +6,8 @@
 #
 # Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
 #                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
-#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--idle-threads N] [--report-only]
+#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--idle-threads N] [--flat-out]
+#                         [--report-only]
 #   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
 #   --out       where results go (default build/bench/<date>)
 #   --modes     none kernel damos damos-goal oracle kvtier (damos-goal needs --kernel 7.3, damos
@@ -22,6 +23,9 @@
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
 #   --idle-threads  N more kvsim threads that only wait (default 0: kvsim is single-threaded,
 #               so the kernel's NUMA scan never unmaps its pages in DRAM; see docs/benchmarks.md)
+#   --flat-out  kvsim runs its decode steps back to back (--step-ms 0) instead of paced to the
+#               trace: steps/s is then the workload's throughput, and the report gives each mode's
+#               as a ratio of none's (the price a server that runs flat out pays)
 #   --report-only  rebuild the report from OUT's files without running anything
 # Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
@@ -43,6 +47,7 @@ budget=256MiB
 mem0=256
 mem1=1024
 idle_threads=0
+flat_out=0
 report_only=0
 failed=0
 while (($#)); do
@@ -58,8 +63,9 @@ while (($#)); do
     --mem0) mem0=${2:?}; shift ;;
     --mem1) mem1=${2:?}; shift ;;
     --idle-threads) idle_threads=${2:?}; shift ;;
+    --flat-out) flat_out=1 ;;
     --report-only) report_only=1 ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -112,13 +118,14 @@ if ((!report_only)); then
   # Mode settings from the environment, passed on to the guest script.
   pass=()
   while IFS='=' read -r name value; do
-    [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|RECORD|COLD_AGE|TRUTH_WINDOW)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
+    [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|SED|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|RECORD|COLD_AGE|TRUTH_WINDOW)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
       pass+=("$name=$value")
   done < <(env)
   kvsim_args=(--trace "/kvtier/traces/$trace_file" --kv-budget "$budget"
     --time-scale 1 --read-nodes-every 1 --stats-interval 1 --cold-ages 10,30 --flush-tlb)
   [[ $thp == never ]] && kvsim_args+=(--no-hugepages)
   ((idle_threads == 0)) || kvsim_args+=(--idle-threads "$idle_threads")
+  ((flat_out == 0)) || kvsim_args+=(--step-ms 0)
   # Every mode once, then again: slow changes in the shared machine's load hit every mode alike.
   for ((r = 1; r <= repeat; r++)); do
     for mode in $modes; do

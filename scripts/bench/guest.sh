@@ -330,7 +330,8 @@ damos_goal_state() {
 # socket and its group are moved where the busybox guest has them, and the budget and floor are
 # the ones every placer of the benchmark gets (the shipped ones unless KVTIER_MIGRATE_RATE,
 # KVTIER_MIGRATE_BURST or KVTIER_MIN_FREE say otherwise). KVTIER_CONFIG=FILE (a path in the
-# guest) runs another config instead, for experiments.
+# guest) runs another config instead, for experiments; KVTIER_SED='SCRIPT' edits the generated one
+# (sed -e SCRIPT), e.g. KVTIER_SED='s/^force = .*/force = "faults"/'.
 kvtier_config() {
   if [ -n "${KVTIER_CONFIG:-}" ]; then
     cat "$KVTIER_CONFIG"
@@ -344,7 +345,8 @@ kvtier_config() {
     -e 's#^cmdline = .*#cmdline = []#' \
     -e "s#^migrate_rate = .*#migrate_rate = \"$KVTIER_MIGRATE_RATE\"#" \
     -e "s#^migrate_burst = .*#migrate_burst = \"$KVTIER_MIGRATE_BURST\"#" \
-    -e "s#^min_free = .*#min_free = \"$KVTIER_MIN_FREE\"#" /kvtier/systemd/kvtier.toml
+    -e "s#^min_free = .*#min_free = \"$KVTIER_MIN_FREE\"#" /kvtier/systemd/kvtier.toml |
+    sed -e "${KVTIER_SED:-}"
 }
 
 # kvtierd's recording and kvsim's ground truth (KVTIER_RECORD=1), for kvtierctl replay --truth:
