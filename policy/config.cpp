@@ -120,7 +120,8 @@ bool sources_changed(const Config& running, const Config& next) {
          da.aggr != db.aggr || a.damon_min_regions != b.damon_min_regions ||
          a.damon_max_regions != b.damon_max_regions ||
          a.idle_scan_interval != b.idle_scan_interval ||
-         a.dirty_scan_interval != b.dirty_scan_interval;
+         a.dirty_scan_interval != b.dirty_scan_interval ||
+         a.dirty_beside_faults != b.dirty_beside_faults;
 }
 
 std::string_view source_name(SourceKind s) {
@@ -690,6 +691,7 @@ void read_sources(Parser& p, Section s, SourcesConfig& c) {
   s.auto_or_integer("damon_max_regions", c.damon_max_regions, 3, 1'000'000);
   s.duration("idle_scan_interval", c.idle_scan_interval, 100 * kNsPerMs, kHour);
   s.duration("dirty_scan_interval", c.dirty_scan_interval, 100 * kNsPerMs, kHour);
+  s.boolean("dirty_beside_faults", c.dirty_beside_faults);
   s.finish();
   const toml::node* use_node = s.get("use");
   const bool literally_empty =

@@ -108,6 +108,10 @@ struct SourcesConfig {
   TimeNs idle_scan_interval = 10 * kNsPerSec;
   // dirty: at most one pagemap scan and soft-dirty reset per this much time.
   TimeNs dirty_scan_interval = kNsPerSec;
+  // dirty runs even while the faults source sees NUMA hint faults (or pmu runs);
+  // false: it stands by then, since each scan makes every write of the workload
+  // fault, and the writes it finds on the slow node fault there anyway.
+  bool dirty_beside_faults = false;
 };
 
 struct LimitsConfig {

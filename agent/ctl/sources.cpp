@@ -51,6 +51,11 @@ void add_sources_command(CLI::App& app, Globals& g) {
             : "damon stands by while the NUMA hint faults see DRAM pages too: with "
               "[tiering] numa_balancing = \"tiering\" (the default) or the host's "
               "kernel.numa_balancing bit 1 (docs/configuration.md, [sources])";
+    const bool dirty_standby =
+        runs(SourceKind::kSoftDirty) && !dirty_standby_reason(running, true).empty();
+    const std::string dirty_note =
+        "dirty stands by while " + dirty_standby_reason(running, true) +
+        ": its write faults would cost the workload (docs/configuration.md, [sources])";
     const Availability procs = ProcessWatcher(paths).probe();
     const Availability migrate = MigrationCounter(paths).probe();
 
@@ -66,6 +71,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
       j["chosen"] = chosen;
       j["reason"] = reason;
       j["damon_standby"] = standby ? nlohmann::json(standby_note) : nlohmann::json(nullptr);
+      j["dirty_standby"] = dirty_standby ? nlohmann::json(dirty_note) : nlohmann::json(nullptr);
       j["process_watcher"] = {{"available", procs.ok}, {"why", procs.why}};
       j["migration_counter"] = {{"available", migrate.ok}, {"why", migrate.why}};
       std::cout << j.dump(2) << '\n';
@@ -79,6 +85,7 @@ void add_sources_command(CLI::App& app, Globals& g) {
                                migrate.why);
       std::cout << fmt::format("kvtierd would run {}\n", reason);
       if (standby) std::cout << standby_note << '\n';
+      if (dirty_standby) std::cout << dirty_note << '\n';
     }
     if (!choice) g.exit_code = kExitFailed;
   });

@@ -314,41 +314,43 @@ Result<void> Controller::tell_ranges() {
   return {};
 }
 
-// Why DAMON is not needed now (damon_standby_reason), or "" when it is: the
-// started sources, and the kernel's knob as read at the last [tiering] apply;
-// without a tiering handle (replay), the config's.
-std::string Controller::damon_not_needed() const {
-  return damon_standby_reason(state_.running_sources(), state_.normal_balancing());
+// Why a source of `kind` is not needed now (standby_reason), or "" when it is:
+// the started sources, and the kernel's knob as read at the last [tiering]
+// apply; without a tiering handle (replay), the config's.
+std::string Controller::not_needed(SourceKind kind) const {
+  return standby_reason(kind, state_.running_sources(),
+                        {.hint_faults = state_.any_balancing(),
+                         .hint_faults_in_dram = state_.normal_balancing(),
+                         .dirty_beside_faults = state_.config.config.sources.dirty_beside_faults});
 }
 
 // Starts the sources not running yet and tells every source that starts or
-// whose targets changed the pids to watch. Region sources (DAMON) come last:
-// they stand by, stopped, while page-level evidence sees reads on every node
-// (damon_not_needed), and start again when it no longer does. An error stops
-// the step (the daemon logs it); the next step tries again.
+// whose targets changed the pids to watch. Sources that may stand by (DAMON,
+// soft-dirty) come last: they stand by, stopped, while other evidence sees what
+// they would (not_needed), and start again when it no longer does. An error
+// stops the step (the daemon logs it); the next step tries again.
 Result<void> Controller::start_sources(bool targets_changed) {
   const std::vector<Pid> pids = state_.targets.pids();
   Result<void> result;
   std::vector<std::size_t> order(deps_.sources.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::ranges::stable_partition(
-      order, [this](std::size_t i) { return state_.sources[i].kind != SourceKind::kDamon; });
+  std::ranges::stable_partition(order, [this](std::size_t i) {
+    const SourceKind k = state_.sources[i].kind;
+    return k != SourceKind::kDamon && k != SourceKind::kSoftDirty;
+  });
   for (const std::size_t i : order) {
     HotnessSource& src = *deps_.sources[i].source;
     SourceStatus& status = state_.sources[i];
-    if (status.kind == SourceKind::kDamon) {
-      std::string why = damon_not_needed();
-      if (!why.empty()) {
-        if (status.standby.empty()) {
-          src.stop();  // also when it never started: what it holds is dropped
-          spdlog::info("source {} stands by: {}", src.name(), why);
-        }
-        status.started = false;
-        status.standby = std::move(why);
-        continue;
+    if (std::string why = not_needed(status.kind); !why.empty()) {
+      if (status.standby.empty()) {
+        src.stop();  // also when it never started: what it holds is dropped
+        spdlog::info("source {} stands by: {}", src.name(), why);
       }
-      status.standby.clear();
+      status.started = false;
+      status.standby = std::move(why);
+      continue;
     }
+    status.standby.clear();
     if (status.started && !targets_changed) continue;
     Result<void> ok;
     if (!status.started) {

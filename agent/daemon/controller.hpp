@@ -164,7 +164,7 @@ class Controller {
   void export_feedback(Telemetry& telemetry) const;
   [[nodiscard]] bool may_move(const StepContext& ctx) const;
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
-  [[nodiscard]] std::string damon_not_needed() const;
+  [[nodiscard]] std::string not_needed(SourceKind kind) const;
   Result<void> read_topology_now();
   Result<void> refresh_memory_now();
   [[nodiscard]] bool recording_open() const { return recording_ && recording_->open(); }

@@ -122,6 +122,17 @@ struct LoopState {
     return config.config.tiering.numa_balancing == policy::NumaBalancingMode::kTiering;
   }
 
+  // Whether the kernel unmaps pages on slow nodes at all (kernel.numa_balancing
+  // bit 1 or 2), so the faults source sees NUMA hint faults; as read, or the
+  // config's wish, as above.
+  [[nodiscard]] bool any_balancing() const {
+    if (kernel_tiering) {
+      return tiering.numa_balancing &&
+             (*tiering.numa_balancing & (kNumaBalancingNormal | kNumaBalancingTiering)) != 0;
+    }
+    return config.config.tiering.numa_balancing != policy::NumaBalancingMode::kKeep;
+  }
+
   // Whether no running source sees target t's reads of its DRAM pages: DAMON
   // stands by because the hint faults see DRAM pages (normal balancing, the
   // faults source, no PMU samples), but the kernel's scan leaves a

@@ -187,4 +187,28 @@ std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_
   return {};
 }
 
+std::string dirty_standby_reason(std::span<const SourceKind> running, bool hint_faults) {
+  const auto runs = [&](SourceKind k) { return std::ranges::find(running, k) != running.end(); };
+  if (hint_faults && runs(SourceKind::kFault)) {
+    return "NUMA hint faults (the faults source) see writes on slow nodes";
+  }
+  if (runs(SourceKind::kPmu) || runs(SourceKind::kPmuSoft)) {
+    return "PMU samples see accesses on slow nodes";
+  }
+  return {};
+}
+
+std::string standby_reason(SourceKind kind, std::span<const SourceKind> running,
+                           BalancingSeen balancing) {
+  switch (kind) {
+    case SourceKind::kDamon:
+      return damon_standby_reason(running, balancing.hint_faults_in_dram);
+    case SourceKind::kSoftDirty:
+      return balancing.dirty_beside_faults ? std::string()
+                                           : dirty_standby_reason(running, balancing.hint_faults);
+    default:
+      return {};
+  }
+}
+
 }  // namespace kvtier::agent

@@ -94,6 +94,26 @@ Result<SourceChoice> select_sources(const SourceRegistry& reg, std::span<const S
 // are the only read evidence in DRAM.
 std::string damon_standby_reason(std::span<const SourceKind> running, bool hint_faults_in_dram);
 
+// Why the soft-dirty source need not run beside the sources `running`, or "" when
+// it must. Its scan write-protects every page of the target (clear_refs), so each
+// page the workload writes takes a fault in the workload's own time (measured on
+// the benchmark: about as many faults as the NUMA hint faults, a tenth of kvsim's
+// CPU), and what it finds, a write to a page on the slow node, is what the NUMA
+// hint faults (the faults source) and PMU samples see too.
+// `hint_faults`: kernel.numa_balancing unmaps pages on slow nodes (bit 1 or 2), so
+// the faults source sees NUMA hint faults at all.
+std::string dirty_standby_reason(std::span<const SourceKind> running, bool hint_faults);
+
+// Why a source of kind `kind` stands by beside `running` (the two functions above),
+// or "" when it runs.
+struct BalancingSeen {
+  bool hint_faults = false;          // bit 1 or 2: pages on slow nodes fault
+  bool hint_faults_in_dram = false;  // bit 1: DRAM pages fault too
+  bool dirty_beside_faults = false;  // [sources] dirty_beside_faults: dirty never stands by
+};
+std::string standby_reason(SourceKind kind, std::span<const SourceKind> running,
+                           BalancingSeen balancing);
+
 // Which of the sources `running` sees reads of DRAM pages page by page: PMU samples,
 // the NUMA hint faults (with `hint_faults_in_dram`, as above), or none (DAMON's
 // regions then must). damon_standby_reason() words the first two.

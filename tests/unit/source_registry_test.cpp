@@ -186,5 +186,34 @@ comm = ["^x$"]
   EXPECT_EQ(agent::source_options(*plain).damon.aggr_us, 5'000'000U);
 }
 
+// The soft-dirty source stands by while NUMA hint faults (the faults source with
+// numa_balancing on) or PMU samples run: its write faults land in the workload;
+// it runs where nothing else sees writes on the slow node. DAMON's rule is apart.
+TEST(SourceRegistry, DirtyStandsByWhileHintFaultsOrPmuSeeTheSlowNode) {
+  using agent::BalancingSeen;
+  using agent::standby_reason;
+  const std::vector<SourceKind> faults{SourceKind::kFault, SourceKind::kSoftDirty};
+  const std::vector<SourceKind> pmu{SourceKind::kPmuSoft, SourceKind::kSoftDirty};
+  const std::vector<SourceKind> alone{SourceKind::kDamon, SourceKind::kSoftDirty};
+  const BalancingSeen on{.hint_faults = true, .hint_faults_in_dram = false};
+  const BalancingSeen off{};
+  EXPECT_EQ(standby_reason(SourceKind::kSoftDirty, faults, on),
+            "NUMA hint faults (the faults source) see writes on slow nodes");
+  EXPECT_EQ(standby_reason(SourceKind::kSoftDirty, faults, off), "")
+      << "no hint faults without numa_balancing";
+  EXPECT_EQ(standby_reason(SourceKind::kSoftDirty, pmu, off),
+            "PMU samples see accesses on slow nodes");
+  EXPECT_EQ(standby_reason(SourceKind::kSoftDirty, alone, on), "");
+  EXPECT_EQ(standby_reason(SourceKind::kSoftDirty, faults,
+                           {.hint_faults = true, .dirty_beside_faults = true}),
+            "")
+      << "[sources] dirty_beside_faults = true";
+  EXPECT_EQ(standby_reason(SourceKind::kFault, faults, on), "") << "only dirty and damon stand by";
+  EXPECT_EQ(standby_reason(SourceKind::kDamon, faults, on), "") << "bit 2 alone: DAMON runs";
+  EXPECT_NE(standby_reason(SourceKind::kDamon, faults,
+                           {.hint_faults = true, .hint_faults_in_dram = true}),
+            "");
+}
+
 }  // namespace
 }  // namespace kvtier
