@@ -4,7 +4,7 @@ guest's stdout for run K of each mode, and DIR/MODE-K.meta.json; DIR/MODE.jsonl 
 and writes DIR/report.md (one table row per mode: the median and, over several runs, the range;
 every mode also against the oracle; the settings, the guest layout), DIR/results.json (the same
 figures: per mode the first completed run's figures at the top level, every run under "runs",
-medians and ranges under "summary", the oracle comparison under "vs_oracle") and
+medians and ranges under "summary", the oracle comparison under "vs_oracle", the price against no tiering under "vs_none") and
 DIR/residency.png (share of KV bytes on the CXL node over time, the first run of each mode).
 
 Usage: report.py DIR [--modes none,kernel,damos,oracle,kvtier] [--no-plot]
@@ -413,8 +413,10 @@ def workload_price(samples, stats):
                                   if c.startswith("kvsim"))
 
     def steps_at(t_ns):
-        before = [s["steps"] for s in stats if "steps" in s and s["time_ns"] <= t_ns]
-        return before[-1] if before else 0
+        # kvsim's count at its last stats line by then (its first one, when none came before).
+        counted = [s for s in stats if "steps" in s]
+        before = [s["steps"] for s in counted if s["time_ns"] <= t_ns]
+        return before[-1] if before else (counted[0]["steps"] if counted else 0)
 
     steps = steps_at(b["t_ns"]) - steps_at(a["t_ns"])
     cpu = cpu_seconds(a, b, ["kvsim"])
@@ -587,7 +589,7 @@ COLUMNS = [
     "migrated MiB/s (demoted / promoted)",
     "agent CPU",
     "kvsim decode steps/s (step work ms)",
-    "kvsim CPU ms/step (user / sys), vs none",
+    "kvsim CPU ms/step (user + sys medians), vs none",
     "corrupted bytes",
 ]
 
@@ -646,7 +648,8 @@ def table_row(a):
     ms = lambda v: num(v, "{:.1f}")  # noqa: E731
     ratio = lambda v: num(v, "{:.2f}x")  # noqa: E731
     vn = a.get("vs_none") or {}
-    price = f"{stat(s['kvsim_cpu_ms_step'], ms)} ({stat(s['kvsim_user_ms_step'], ms)} / {stat(s['kvsim_sys_ms_step'], ms)})"
+    med = lambda k: ms(s[k]["median"] if s.get(k) else None)  # noqa: E731
+    price = f"{stat(s['kvsim_cpu_ms_step'], ms)} ({med('kvsim_user_ms_step')} + {med('kvsim_sys_ms_step')})"
     if a["mode"] != "none" and vn.get("cpu_ratio"):
         price += f", {stat(vn['cpu_ratio'], ratio, lambda v: num(v))}"
     steps_vs = ""
@@ -981,7 +984,7 @@ def write_report(out_dir, aggs, plot_ok):
         top = slim(a["ok"][0] if a["ok"] else (a["runs"][0] if a["runs"] else {"mode": a["mode"]}))
         top.update({"mode": a["mode"], "title": a["title"], "status": a["status"],
                     "runs": [slim(r) for r in a["runs"]], "summary": a.get("summary"),
-                    "vs_oracle": a.get("vs_oracle"), "trace": ctx["trace"], "kernel": ctx["kernel"]})
+                    "vs_oracle": a.get("vs_oracle"), "vs_none": a.get("vs_none"), "trace": ctx["trace"], "kernel": ctx["kernel"]})
         out.append(top)
     with open(os.path.join(out_dir, "results.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1)

@@ -390,6 +390,54 @@ class Repeats(unittest.TestCase):
         self.assertIn("guest kernel **7.3.4+deb13-amd64**", md)
         self.assertIn("3 runs of each mode", md)
 
+    def test_the_workloads_price_per_step_and_against_none_run_by_run(self):
+        base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
+
+        def priced(cpu_ticks, sys_ticks, faults, steps, step_ms=960):
+            ev = mode_events(base, pool, t0, 2, 0.9)
+            stats = [e for e in ev if e.get("event") == "stats"]
+            stats[0]["steps"], stats[1]["steps"], stats[2]["steps"] = 5, 5 + steps // 2, 5 + steps
+            samples = [e for e in ev if e.get("event") == "sample"]
+            samples[0].update({"cpu_ticks": {"kvsim": 100}, "sys_ticks": {"kvsim": 40},
+                               "minflt": {"kvsim": 1000}})
+            samples[1].update({"cpu_ticks": {"kvsim": 100 + cpu_ticks}, "sys_ticks": {"kvsim": 40 + sys_ticks},
+                               "minflt": {"kvsim": 1000 + faults}})
+            next(e for e in ev if e.get("event") == "start")["sim"]["step_ms"] = step_ms
+            return ev
+
+        r = report.analyse_mode("kvtier", priced(300, 200, 5000, 10), {"run": 1})
+        # 3 s of CPU (1 s user, 2 s system) over the 10 steps between the two samples.
+        self.assertAlmostEqual(r["kvsim_user_s"], 1.0)
+        self.assertAlmostEqual(r["kvsim_sys_s"], 2.0)
+        self.assertEqual(r["kvsim_steps"], 10)
+        self.assertAlmostEqual(r["kvsim_cpu_ms_per_step"], 300.0)
+        f = report.figures(r)
+        self.assertAlmostEqual(f["kvsim_sys_ms_step"], 200.0)
+        self.assertAlmostEqual(f["kvsim_faults_step"], 500.0)
+        self.assertIn("kvsim 3.00 s of CPU over 10 decode steps (1.00 s user, 2.00 s system), 500 minor faults a step",
+                      report.price_md(r))
+        with tempfile.TemporaryDirectory() as d:
+            write_run(d, "none", 1, priced(100, 50, 100, 10))
+            write_run(d, "none", 2, priced(200, 50, 100, 10))
+            write_run(d, "kvtier", 1, priced(150, 100, 900, 10))
+            write_run(d, "kvtier", 2, priced(200, 100, 900, 10))
+            self.assertEqual(report.main([d, "--modes", "none,kvtier", "--no-plot"]), 0)
+            with open(os.path.join(d, "results.json"), encoding="utf-8") as fh:
+                res = {a["mode"]: a for a in json.load(fh)}
+            with open(os.path.join(d, "report.md"), encoding="utf-8") as fh:
+                md = fh.read()
+        # Run 1 against none's run 1 (150/100), run 2 against run 2 (200/200).
+        self.assertEqual(res["kvtier"]["vs_none"]["cpu_ratio"], {"median": 1.25, "min": 1.0, "max": 1.5, "n": 2})
+        self.assertIn("175.0 (150.0–200.0) (75.0 + 100.0), 1.25x (1.00–1.50)", md)
+        self.assertNotIn("x of none", md, "paced runs: no throughput ratio")
+        # Flat out (step_ms 0): steps/s is the throughput, given as a ratio of none's too.
+        with tempfile.TemporaryDirectory() as d:
+            write_run(d, "none", 1, priced(100, 50, 100, 10, step_ms=0))
+            write_run(d, "kvtier", 1, priced(150, 100, 900, 10, step_ms=0))
+            self.assertEqual(report.main([d, "--modes", "none,kvtier", "--no-plot"]), 0)
+            with open(os.path.join(d, "report.md"), encoding="utf-8") as fh:
+                self.assertIn("(3.0), 1.00x of none |", fh.read())
+
     def test_one_line_for_the_demo(self):
         base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
         r = report.analyse_mode("kvtier", mode_events(base, pool, t0, 2, 0.75), {"run": 1})
