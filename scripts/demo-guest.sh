@@ -61,17 +61,17 @@ kvtier_residency_probe "$sim" $pool --duration "$seconds" --map-every 30 --truth
   > /tmp/probe.out 2> /tmp/probe.err &
 probe=$!
 
-# The value of "KEY":N in the line on stdin (the first one).
-field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" | head -n 1; }
+# field, read_counters, pool_counters: the readers of kvsim's and the probe's lines.
+. /kvtier/scripts/demo-lines.sh
 # "DRAM served X% of the KV reads in the last 15 s (Y% since the start)": kvsim's
 # cumulative per-node read counters (its last stats line) against the previous print's
 # (kept in /tmp/reads.prev: this runs in a command substitution's subshell).
 reads_line() {
-  last=$(grep '"event":"stats"' /tmp/kvsim.out | tail -n 1)
-  total=$(echo "$last" | sed 's/.*"read_nodes"://' | field sampled_read_bytes)
-  dram=$(echo "$last" | sed 's/.*"by_node":{//' | field 0)
+  read -r total dram <<EOF2
+$(grep '"event":"stats"' /tmp/kvsim.out | tail -n 1 | read_counters)
+EOF2
   read -r prev_total prev_dram < /tmp/reads.prev
-  echo "${total:-0} ${dram:-0}" > /tmp/reads.prev
+  echo "$total $dram" > /tmp/reads.prev
   # The conditions are computed apart: in the arguments of awk's printf a bare > redirects.
   shares=$(awk -v t="${total:-0}" -v d="${dram:-0}" -v pt="$prev_total" -v pd="$prev_dram" 'BEGIN {
     w = t - pt
@@ -82,9 +82,9 @@ reads_line() {
 }
 # "the pool: A MiB (a%) on node 0 (DRAM), B MiB (b%) on node 1 (CXL-like)": the probe's last sample.
 pool_line() {
-  last=$(grep '"event":"sample"' /tmp/probe.out | tail -n 1 | sed 's/.*"bytes_by_node":{\([^}]*\)}.*/\1/')
-  n0=$(echo "{$last}" | field 0)
-  n1=$(echo "{$last}" | field 1)
+  read -r n0 n1 <<EOF2
+$(grep '"event":"sample"' /tmp/probe.out | tail -n 1 | pool_counters)
+EOF2
   awk -v a="${n0:-0}" -v b="${n1:-0}" 'BEGIN { t = a + b; if (t == 0) t = 1
     printf "the pool: %.0f MiB (%.0f%%) on node 0 (DRAM), %.0f MiB (%.0f%%) on node 1 (CXL-like)",
       a / 1048576, 100 * a / t, b / 1048576, 100 * b / t }'

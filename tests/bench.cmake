@@ -27,3 +27,7 @@ set_tests_properties(unit.bench_report PROPERTIES LABELS unit)
 # 6.12, damos-goal on 7.3 (four guests: more time than the other vm tests).
 kvtier_vm_test(bench_smoke bench_smoke.sh)
 set_tests_properties(vm.bench_smoke PROPERTIES TIMEOUT 1800)
+
+# The demo's sh readers of kvsim's and the probe's lines against a recorded kvsim output.
+add_test(NAME unit.demo_lines COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/demo_lines_test.sh)
+set_tests_properties(unit.demo_lines PROPERTIES LABELS unit)
