@@ -411,6 +411,30 @@ class Section {
     });
   }
 
+  // `word` (nullopt) or a rate from lo to hi per second, a multiple of `unit`.
+  void optional_rate(std::string_view k, std::optional<std::uint64_t>& out, std::uint64_t lo,
+                     std::uint64_t hi, std::string_view word, std::uint64_t unit) {
+    const std::string allowed = fmt::format("\"{}\" or a rate from {}/s to {}/s in whole {}", word,
+                                            format_size(lo), format_size(hi), format_size(unit));
+    auto parse =
+        [word](std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
+      if (t == word) return std::optional<std::uint64_t>{};
+      auto r = parse_rate(t);
+      if (!r) return std::unexpected(r.error());
+      return std::optional<std::uint64_t>{*r};
+    };
+    parsed<std::optional<std::uint64_t>>(
+        k, out, parse, allowed, [&](const std::optional<std::uint64_t>& v) {
+          if (v && (*v < lo || *v > hi))
+            return fmt::format("{}/s is out of range", format_size(*v));
+          if (v && *v % unit != 0) {
+            return fmt::format("{}/s is not a whole number of {}", format_size(*v),
+                               format_size(unit));
+          }
+          return std::string{};
+        });
+  }
+
   void percent(std::string_view k, double& out, double lo_exclusive) {
     const std::string allowed =
         fmt::format("a percentage above {}% up to 100%, e.g. \"90%\"", lo_exclusive * 100);
@@ -735,6 +759,8 @@ void read_tiering(Section s, TieringConfig& t) {
   s.keep_or_duration("scan_period_min", t.scan_period_min, kNsPerMs, 3600 * kNsPerSec);
   s.keep_or_duration("scan_period_max", t.scan_period_max, kNsPerMs, 3600 * kNsPerSec);
   s.optional_size("scan_size", t.scan_size, kMiB, kTieringMaxScanSize, "keep", kMiB);
+  s.optional_rate("promote_rate_limit", t.promote_rate_limit, kMiB, kTieringMaxPromoteRate, "keep",
+                  kMiB);
   if (t.scan_period_min && t.scan_period_max && *t.scan_period_min > *t.scan_period_max) {
     s.problem(
         s.get("scan_period_min"), "scan_period_min",

@@ -153,7 +153,15 @@ struct TieringConfig {
   // scan_size / 2560 MB of CPU time (100 ms at its default 256 MB), so a smaller
   // size lets a task that uses little CPU be scanned more often, for the same work.
   std::optional<std::uint64_t> scan_size = 32ULL << 20;
+  // numa_balancing_promote_rate_limit_MBps (bytes/s; the kernel's unit is MB/s):
+  // at most this much a second is promoted in hint faults' fault paths, where the
+  // copy runs in the faulting thread (the workload's time); beyond it the kernel
+  // leaves pages where they are and kvtier promotes them from its own thread at
+  // its next promotion tick. nullopt: the host's value (65536 MB/s by default).
+  std::optional<std::uint64_t> promote_rate_limit;
 };
+// Above this the kernel's default, 65536 MB/s, already means "no limit".
+inline constexpr std::uint64_t kTieringMaxPromoteRate = 65536ULL << 20;
 // The kernel's MAX_SCAN_WINDOW: a larger scan_size_mb only lengthens the period floor.
 inline constexpr std::uint64_t kTieringMaxScanSize = 2560ULL << 20;
 

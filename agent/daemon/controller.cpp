@@ -126,11 +126,14 @@ void Controller::apply_tiering() {
           ? kNumaBalancingNormal | kNumaBalancingTiering
           : (c.numa_balancing == policy::NumaBalancingMode::kTieringOnly ? kNumaBalancingTiering
                                                                          : 0);
-  auto changed = deps_.tiering->apply(TieringWish{.balancing_bits = bits,
-                                                  .hot_threshold_ms = ms(c.promote_threshold),
-                                                  .scan_period_min_ms = ms(c.scan_period_min),
-                                                  .scan_period_max_ms = ms(c.scan_period_max),
-                                                  .scan_size_mb = mib(c.scan_size)});
+  auto changed = deps_.tiering->apply(TieringWish{
+      .balancing_bits = bits,
+      .hot_threshold_ms = ms(c.promote_threshold),
+      .scan_period_min_ms = ms(c.scan_period_min),
+      .scan_period_max_ms = ms(c.scan_period_max),
+      .scan_size_mb = mib(c.scan_size),
+      // "MB/s" in 2^20 bytes, as MiB/s (kernel/sched/fair.c shifts it by 20 - PAGE_SHIFT).
+      .promote_rate_limit_mbps = mib(c.promote_rate_limit)});
   if (changed) {
     state_.tiering_error.clear();
     for (const auto& line : *changed) spdlog::info("tiering: {}", line);

@@ -263,7 +263,8 @@ json tiering_json(const LoopState& s) {
           {"hot_threshold_ms", v(s.tiering.hot_threshold_ms)},
           {"scan_period_min_ms", v(s.tiering.scan_period_min_ms)},
           {"scan_period_max_ms", v(s.tiering.scan_period_max_ms)},
-          {"scan_size_mb", v(s.tiering.scan_size_mb)}};
+          {"scan_size_mb", v(s.tiering.scan_size_mb)},
+          {"promote_rate_limit_mbps", v(s.tiering.promote_rate_limit_mbps)}};
 }
 
 json feedback_json(const LoopState& s) {

@@ -16,10 +16,12 @@ namespace kvtier::agent {
 namespace {
 
 constexpr const char* kBalancing = "numa_balancing";
+constexpr const char* kPromoteRateLimit = "numa_balancing_promote_rate_limit_MBps";
 constexpr const char* kJournalHeader = "kvtier-tiering-journal 1";
 // The knobs a journal may name (anything else in it is not kvtier's).
-constexpr std::array<const char*, 5> kKnobs = {kBalancing, "hot_threshold_ms", "scan_period_min_ms",
-                                               "scan_period_max_ms", "scan_size_mb"};
+constexpr std::array<const char*, 6> kKnobs = {kBalancing,           "hot_threshold_ms",
+                                               "scan_period_min_ms", "scan_period_max_ms",
+                                               "scan_size_mb",       kPromoteRateLimit};
 
 std::optional<std::uint64_t> value_of(const Result<std::uint64_t>& r) {
   return r ? std::optional<std::uint64_t>(*r) : std::nullopt;
@@ -28,7 +30,9 @@ std::optional<std::uint64_t> value_of(const Result<std::uint64_t>& r) {
 }  // namespace
 
 std::string KernelTiering::path_of(const std::string& file) const {
-  if (file == kBalancing) return (paths_.proc / "sys/kernel/numa_balancing").string();
+  if (file == kBalancing || file == kPromoteRateLimit) {
+    return (paths_.proc / "sys/kernel" / file).string();
+  }
   return (paths_.sys / "kernel/debug/sched/numa_balancing" / file).string();
 }
 
@@ -39,6 +43,7 @@ TieringKnobValues KernelTiering::read() const {
       .scan_period_min_ms = value_of(read_u64(path_of("scan_period_min_ms"))),
       .scan_period_max_ms = value_of(read_u64(path_of("scan_period_max_ms"))),
       .scan_size_mb = value_of(read_u64(path_of("scan_size_mb"))),
+      .promote_rate_limit_mbps = value_of(read_u64(path_of(kPromoteRateLimit))),
   };
 }
 
@@ -121,6 +126,7 @@ Result<std::vector<std::string>> KernelTiering::apply(const TieringWish& wish) {
       {"scan_period_min_ms", &wish.scan_period_min_ms},
       {"scan_period_max_ms", &wish.scan_period_max_ms},
       {"scan_size_mb", &wish.scan_size_mb},
+      {kPromoteRateLimit, &wish.promote_rate_limit_mbps},
   };
   for (const auto& [file, value] : knobs) {
     if (!*value) continue;

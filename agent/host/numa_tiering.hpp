@@ -15,6 +15,9 @@
 //   scan_size_mb        how much one scan unmaps at most; the period's floor is this size
 //                       over 2560 MB per second of the task's CPU time, so a smaller size lets
 //                       a task that uses little CPU be scanned more often.
+// And one sysctl, /proc/sys/kernel/numa_balancing_promote_rate_limit_MBps (6.0+): at most this
+// many MB a second are promoted in fault paths (where the copy runs in the faulting thread);
+// past it the kernel leaves the page where it is for the rest of the second.
 // kvtierd applies what the config asks at start and puts back what it found when it stops.
 // What it found is also kept in a journal file (in kvtierd's runtime directory), so that a
 // kvtierd killed before it could put the knobs back (SIGKILL, the watchdog's SIGABRT) leaves
@@ -42,6 +45,7 @@ struct TieringKnobValues {
   std::optional<std::uint64_t> scan_period_min_ms;
   std::optional<std::uint64_t> scan_period_max_ms;
   std::optional<std::uint64_t> scan_size_mb;
+  std::optional<std::uint64_t> promote_rate_limit_mbps;
 
   [[nodiscard]] bool tiering() const {
     return numa_balancing && (*numa_balancing & kNumaBalancingTiering) != 0;
@@ -56,6 +60,7 @@ struct TieringWish {
   std::optional<std::uint64_t> scan_period_min_ms;
   std::optional<std::uint64_t> scan_period_max_ms;
   std::optional<std::uint64_t> scan_size_mb;
+  std::optional<std::uint64_t> promote_rate_limit_mbps;
 };
 
 class KernelTiering {

@@ -333,6 +333,21 @@ TEST(Config, TieringScanSize) {
               HasSubstr("out of range"));
 }
 
+// The kernel's promotion rate limit (MB/s, in MiB): "keep" by default.
+TEST(Config, TieringPromoteRateLimit) {
+  auto dflt = parse_config(kGroup, "t.toml");
+  ASSERT_TRUE(dflt);
+  EXPECT_FALSE(dflt->tiering.promote_rate_limit.has_value()) << "keep: the host's value";
+  auto limited = parse_config("[tiering]\npromote_rate_limit = \"4MiB/s\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(limited);
+  EXPECT_EQ(limited->tiering.promote_rate_limit, 4ULL << 20);
+  const auto slow = only_problem("[tiering]\npromote_rate_limit = \"512KiB/s\"\n" + kGroup);
+  EXPECT_EQ(slow.key, "tiering.promote_rate_limit");
+  EXPECT_THAT(slow.message, HasSubstr("out of range"));
+  EXPECT_THAT(only_problem("[tiering]\npromote_rate_limit = \"1536KiB/s\"\n" + kGroup).message,
+              HasSubstr("whole"));
+}
+
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {
   auto p = problems_of(
       "[daemon]\ninterval = 1\n[limits]\nmin_free = \"-\"\nbogus = 1\n[[group]]\nname = \"\"\n");

@@ -83,6 +83,40 @@ TEST(KernelTiering, AddsTheTieringModeSetsTheKnobsAndPutsThemBack) {
   EXPECT_TRUE(k.restore().empty()) << "idempotent";
 }
 
+// The promotion rate limit is a sysctl beside numa_balancing (6.0+): set when asked,
+// journaled and put back like the debugfs knobs; a kernel without it reads as nullopt,
+// and asking for it there is an error naming the file.
+TEST(KernelTiering, ThePromotionRateLimitIsSetAndPutBack) {
+  const std::string limit = "proc/sys/kernel/numa_balancing_promote_rate_limit_MBps";
+  {
+    Fixture t = host("0");
+    KernelTiering k(t.paths());
+    EXPECT_FALSE(k.read().promote_rate_limit_mbps.has_value()) << "an old kernel";
+    auto refused = k.apply(TieringWish{.promote_rate_limit_mbps = 4});
+    ASSERT_FALSE(refused);
+    EXPECT_THAT(refused.error().message, HasSubstr("numa_balancing_promote_rate_limit_MBps"));
+  }
+  Fixture t = host("0");
+  t.write(limit, "65536\n");
+  KernelTiering k(t.paths());
+  k.set_journal(t.path("run/tiering.saved"));
+  std::filesystem::create_directories(t.path("run"));
+  auto changed = k.apply(TieringWish{.promote_rate_limit_mbps = 4});
+  ASSERT_TRUE(changed) << changed.error().message;
+  ASSERT_EQ(changed->size(), 1U);
+  EXPECT_THAT((*changed)[0], HasSubstr("numa_balancing_promote_rate_limit_MBps: 65536 -> 4"));
+  EXPECT_EQ(t.read(limit), "4");
+  EXPECT_EQ(k.read().promote_rate_limit_mbps, 4U);
+  EXPECT_THAT(t.read("run/tiering.saved"),
+              HasSubstr("numa_balancing_promote_rate_limit_MBps 65536"));
+  // A kvtierd killed now: the next one takes the host's value from the journal.
+  KernelTiering next(t.paths());
+  next.set_journal(t.path("run/tiering.saved"));
+  ASSERT_TRUE(next.apply(TieringWish{}));
+  EXPECT_EQ(next.restore().size(), 1U);
+  EXPECT_EQ(t.read(limit), "65536");
+}
+
 TEST(KernelTiering, NothingToChangeChangesNothing) {
   Fixture t = host("2");
   KernelTiering k(t.paths());
