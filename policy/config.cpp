@@ -761,6 +761,7 @@ void read_tiering(Section s, TieringConfig& t) {
   s.optional_size("scan_size", t.scan_size, kMiB, kTieringMaxScanSize, "keep", kMiB);
   s.optional_rate("promote_rate_limit", t.promote_rate_limit, kMiB, kTieringMaxPromoteRate, "keep",
                   kMiB);
+  s.integer("max_hint_faults_per_sec", t.max_hint_faults_per_sec, 0, 100'000'000);
   if (t.scan_period_min && t.scan_period_max && *t.scan_period_min > *t.scan_period_max) {
     s.problem(
         s.get("scan_period_min"), "scan_period_min",

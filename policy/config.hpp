@@ -159,7 +159,16 @@ struct TieringConfig {
   // leaves pages where they are and kvtier promotes them from its own thread at
   // its next promotion tick. nullopt: the host's value (65536 MB/s by default).
   std::optional<std::uint64_t> promote_rate_limit;
+  // NUMA hint faults a second, host-wide (/proc/vmstat numa_hint_faults), that
+  // kvtierd lets the kernel's scan raise: each costs the faulting thread a fault
+  // and kvtierd a sample. The scan runs once per scan_period of a process's own
+  // CPU time, so a busy server is scanned far more often than one that waits;
+  // above this rate kvtierd lengthens both scan periods in proportion (up to
+  // kMaxPacedScanPeriod), and below a quarter of it shortens them back toward
+  // the configured ones. 0: no budget.
+  std::uint64_t max_hint_faults_per_sec = 5000;
 };
+inline constexpr TimeNs kMaxPacedScanPeriod = 60 * kNsPerSec;
 // Above this the kernel's default, 65536 MB/s, already means "no limit".
 inline constexpr std::uint64_t kTieringMaxPromoteRate = 65536ULL << 20;
 // The kernel's MAX_SCAN_WINDOW: a larger scan_size_mb only lengthens the period floor.

@@ -146,6 +146,63 @@ void Controller::apply_tiering() {
   state_.tiering = deps_.tiering->read();
 }
 
+namespace {
+
+// The scan period that brings `rate` hint faults a second to `budget`: longer in
+// proportion above it (at most 8 times a step, at most kMaxPacedScanPeriod),
+// halved back toward `base` below a quarter of it, else `cur`.
+TimeNs paced_period(TimeNs cur, TimeNs base, double rate, double budget) {
+  if (rate > budget) {
+    const double longer = static_cast<double>(cur) * std::min(8.0, rate / budget);
+    return std::min(static_cast<TimeNs>(longer), std::max(policy::kMaxPacedScanPeriod, base));
+  }
+  if (rate < budget / 4 && cur > base) return std::max(base, cur / 2);
+  return cur;
+}
+
+}  // namespace
+
+// The kernel scans a process once per scan period of its own CPU time, so a
+// server running flat out is unmapped, and faults, many times as often as one
+// that waits: kvtierd keeps the host's hint faults near [tiering]
+// max_hint_faults_per_sec by lengthening both periods, and gives the configured
+// ones back once the faults are few.
+void Controller::pace_scan(TimeNs now) {
+  const auto& c = state_.config.config.tiering;
+  auto& p = state_.scan_pacing;
+  if (!deps_.tiering || c.max_hint_faults_per_sec == 0 || !c.scan_period_min ||
+      !c.scan_period_max) {
+    return;
+  }
+  auto faults = deps_.tiering->hint_faults();
+  if (!faults) return;
+  const auto last = std::exchange(p.last, std::pair{now, *faults});
+  if (!last || now <= last->first || *faults < last->second) return;
+  const double rate =
+      static_cast<double>(*faults - last->second) * 1e9 / static_cast<double>(now - last->first);
+  p.faults_per_sec = rate;
+  const TimeNs base = *c.scan_period_min;
+  const TimeNs cur = p.period.value_or(base);
+  const TimeNs next = paced_period(cur, base, rate, static_cast<double>(c.max_hint_faults_per_sec));
+  if (next == cur) return;
+  // The max keeps its ratio to the min, as configured.
+  const TimeNs next_max =
+      std::min(*c.scan_period_max / base * next, TimeNs{3600} * policy::kNsPerSec);
+  auto changed = deps_.tiering->apply(
+      TieringWish{.scan_period_min_ms = static_cast<std::uint64_t>(next / 1'000'000),
+                  .scan_period_max_ms = static_cast<std::uint64_t>(next_max / 1'000'000)});
+  if (!changed) {
+    spdlog::warn("tiering: pacing the NUMA scan: {}", changed.error().message);
+    return;
+  }
+  spdlog::info(
+      "tiering: {:.0f} NUMA hint faults/s against max_hint_faults_per_sec {}: scan "
+      "period {} ms (configured {} ms)",
+      rate, c.max_hint_faults_per_sec, next / 1'000'000, base / 1'000'000);
+  p.period = next == base ? std::nullopt : std::optional<TimeNs>(next);
+  state_.tiering = deps_.tiering->read();
+}
+
 void Controller::shutdown() {
   if (deps_.tiering) {
     for (const auto& line : deps_.tiering->restore()) spdlog::info("tiering: {}", line);
@@ -221,7 +278,8 @@ void Controller::apply_config(policy::CompiledConfig config, TimeNs now) {
   targets_changed_ |=
       state_.targets.rematch(state_.config, [this](std::size_t g) { return heat_params(g); });
   reset_feedback();
-  state_.tiering_applied = false;  // the next step applies [tiering] again
+  state_.tiering_applied = false;     // the next step applies [tiering] again
+  state_.scan_pacing.period.reset();  // ... with its configured scan periods
 }
 
 Result<void> Controller::step(const StepContext& ctx, Telemetry& telemetry) {
@@ -238,6 +296,7 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   rec(ctx.now,
       [&] { return RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}; });
   if (!state_.tiering_applied) apply_tiering();
+  pace_scan(ctx.now);
   auto found = discover(ctx.now, telemetry);
   clock.charge(LoopPhase::kDiscover);
   if (!found) return found;

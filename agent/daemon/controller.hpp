@@ -148,6 +148,7 @@ class Controller {
 
   Result<void> start_sources(bool targets_changed);
   void apply_tiering();
+  void pace_scan(TimeNs now);
   void stop_sources();
   Result<void> tell_ranges();
   void add_to_heat(const SourceBatch& batch);

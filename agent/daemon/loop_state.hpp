@@ -109,6 +109,14 @@ struct LoopState {
   std::string tiering_error;
   TieringKnobValues tiering;
   bool tiering_applied = false;
+  // [tiering] max_hint_faults_per_sec: the host's hint faults at the last step
+  // (when, how many), their rate since the one before, and the scan period kvtierd
+  // set in their place (nullopt: the configured one).
+  struct ScanPacing {
+    std::optional<std::pair<TimeNs, std::uint64_t>> last;
+    std::optional<double> faults_per_sec;
+    std::optional<TimeNs> period;
+  } scan_pacing;
   bool kernel_tiering = false;  // a tiering handle reads the kernel's knobs into `tiering`
 
   // Whether normal NUMA balancing (kernel.numa_balancing bit 1) is on, so the

@@ -264,7 +264,10 @@ json tiering_json(const LoopState& s) {
           {"scan_period_min_ms", v(s.tiering.scan_period_min_ms)},
           {"scan_period_max_ms", v(s.tiering.scan_period_max_ms)},
           {"scan_size_mb", v(s.tiering.scan_size_mb)},
-          {"promote_rate_limit_mbps", v(s.tiering.promote_rate_limit_mbps)}};
+          {"promote_rate_limit_mbps", v(s.tiering.promote_rate_limit_mbps)},
+          {"hint_faults_per_sec",
+           s.scan_pacing.faults_per_sec ? json(*s.scan_pacing.faults_per_sec) : json(nullptr)},
+          {"scan_period_paced", s.scan_pacing.period.has_value()}};
 }
 
 json feedback_json(const LoopState& s) {

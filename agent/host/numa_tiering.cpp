@@ -47,6 +47,19 @@ TieringKnobValues KernelTiering::read() const {
   };
 }
 
+Result<std::uint64_t> KernelTiering::hint_faults() const {
+  const std::filesystem::path path = paths_.proc / "vmstat";
+  auto text = read_text(path);
+  if (!text) return std::unexpected(text.error());
+  std::istringstream lines(*text);
+  std::string name;
+  std::uint64_t value = 0;
+  while (lines >> name >> value) {
+    if (name == "numa_hint_faults") return value;
+  }
+  return fail(fmt::format("{}: no numa_hint_faults line (CONFIG_NUMA_BALANCING)", path.string()));
+}
+
 Result<std::optional<std::string>> KernelTiering::set(const std::string& file,
                                                       std::uint64_t value) {
   const std::string path = path_of(file);

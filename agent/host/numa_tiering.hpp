@@ -75,6 +75,8 @@ class KernelTiering {
   void set_journal(std::filesystem::path journal) { journal_ = std::move(journal); }
 
   [[nodiscard]] TieringKnobValues read() const;
+  // NUMA hint faults since boot, host-wide (/proc/vmstat numa_hint_faults).
+  [[nodiscard]] Result<std::uint64_t> hint_faults() const;
   // Sets what `wish` asks and remembers the values it replaced (only the first time a knob is
   // changed, so a reload that changes a knob again still restores the host's own value).
   // Returns one line per knob changed; a knob that cannot be written is an error naming its

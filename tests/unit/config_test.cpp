@@ -333,7 +333,7 @@ TEST(Config, TieringScanSize) {
               HasSubstr("out of range"));
 }
 
-// The kernel's promotion rate limit (MB/s, in MiB): "keep" by default.
+// The kernel's promotion rate limit (MB/s, in MiB): "keep" by default; the hint-fault budget.
 TEST(Config, TieringPromoteRateLimit) {
   auto dflt = parse_config(kGroup, "t.toml");
   ASSERT_TRUE(dflt);
@@ -346,6 +346,12 @@ TEST(Config, TieringPromoteRateLimit) {
   EXPECT_THAT(slow.message, HasSubstr("out of range"));
   EXPECT_THAT(only_problem("[tiering]\npromote_rate_limit = \"1536KiB/s\"\n" + kGroup).message,
               HasSubstr("whole"));
+  EXPECT_EQ(dflt->tiering.max_hint_faults_per_sec, 5000U);
+  auto off = parse_config("[tiering]\nmax_hint_faults_per_sec = 0\n" + kGroup, "t.toml");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(off->tiering.max_hint_faults_per_sec, 0U);
+  EXPECT_EQ(only_problem("[tiering]\nmax_hint_faults_per_sec = -1\n" + kGroup).key,
+            "tiering.max_hint_faults_per_sec");
 }
 
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {

@@ -262,7 +262,8 @@ struct Loop {
   explicit Loop(ScriptedSource::Script script = hot_and_warm, bool with_source = true,
                 SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig,
                 bool process_events = false,
-                std::optional<std::pair<SourceKind, ScriptedSource::Script>> second = {}) {
+                std::optional<std::pair<SourceKind, ScriptedSource::Script>> second = {},
+                bool kernel_tiering = false) {
     mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
     mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
     ControllerDeps deps{.paths = host.paths(),
@@ -289,6 +290,7 @@ struct Loop {
     auto m = std::make_unique<RecordingMover>(mem);
     mover = m.get();
     deps.mover = std::move(m);
+    if (kernel_tiering) deps.tiering = std::make_unique<agent::KernelTiering>(host.paths());
     ctl = std::make_unique<Controller>(compile(config), std::move(deps), kT0);
   }
 
@@ -713,6 +715,54 @@ TEST(Controller, AReloadKeepsTheBucketLevel) {
   faster.replace(faster.find("\"64KiB/s\""), 9, "\"128KiB/s\"");
   loop.ctl->apply_config(compile(faster), kT0 + 15 * kSec);
   EXPECT_EQ(loop.describe(false)["budget_bytes"], 320 * kKiB);
+}
+
+// The kernel's scan runs once per scan period of a process's own CPU time, so a
+// busy server faults far more often: above [tiering] max_hint_faults_per_sec the
+// step lengthens both periods in proportion (at most 8 times a step), below a
+// quarter of it halves them back to the configured ones; a reload starts again
+// from the configured ones.
+TEST(Controller, TheScanPeriodFollowsTheHintFaultBudget) {
+  const std::string config = std::string(kConfig) + "[tiering]\nmax_hint_faults_per_sec = 1000\n";
+  Loop loop(hot_and_warm, true, SourceKind::kFault, config, false, {}, true);
+  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
+  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
+  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
+    loop.host.write(debug + knob, "1000\n");
+  }
+  loop.host.write(debug + "scan_size_mb", "256\n");
+  std::uint64_t faults = 0;
+  const auto step_with = [&](TimeNs t, std::uint64_t per_sec, TimeNs dt) {
+    faults += per_sec * static_cast<std::uint64_t>(dt / kSec);
+    loop.host.write("proc/vmstat",
+                    fmt::format("numa_pte_updates 1\nnuma_hint_faults {}\n", faults));
+    loop.step(t);
+  };
+  const auto period = [&] { return loop.host.read(debug + "scan_period_min_ms"); };
+  step_with(kT0, 0, 0);
+  EXPECT_EQ(period(), "100") << "the configured period at the first step";
+  step_with(kT0 + 5 * kSec, 4000, 5 * kSec);  // 4 times the budget
+  EXPECT_EQ(period(), "400");
+  EXPECT_EQ(loop.host.read(debug + "scan_period_max_ms"), "400");
+  EXPECT_EQ(loop.describe(false)["tiering"]["hint_faults_per_sec"], 4000.0);
+  EXPECT_TRUE(loop.describe(false)["tiering"]["scan_period_paced"].get<bool>());
+  step_with(kT0 + 10 * kSec, 50000, 5 * kSec);  // 50 times: 8 times at most a step
+  EXPECT_EQ(period(), "3200");
+  step_with(kT0 + 15 * kSec, 800, 5 * kSec);  // within the budget: kept
+  EXPECT_EQ(period(), "3200");
+  step_with(kT0 + 20 * kSec, 100, 5 * kSec);  // below a quarter: halved, down to the configured
+  EXPECT_EQ(period(), "1600");
+  for (int i = 5; i <= 9; ++i) step_with(kT0 + i * 5 * kSec, 100, 5 * kSec);
+  EXPECT_EQ(period(), "100");
+  EXPECT_FALSE(loop.describe(false)["tiering"]["scan_period_paced"].get<bool>());
+  step_with(kT0 + 50 * kSec, 4000, 5 * kSec);
+  ASSERT_EQ(period(), "400");
+  loop.ctl->apply_config(compile(config), kT0 + 52 * kSec);
+  step_with(kT0 + 55 * kSec, 900, 5 * kSec);
+  EXPECT_EQ(period(), "100") << "a reload applies the configured period again";
+  // At stop the host's own values come back.
+  loop.ctl->shutdown();
+  EXPECT_EQ(period(), "1000");
 }
 
 // A source is chosen before the first step sets [tiering]'s kernel knobs; what it
