@@ -38,6 +38,7 @@
 #include "policy/rules.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
+#include "policy/units.hpp"
 
 namespace kvtier::agent {
 namespace {
