@@ -529,52 +529,44 @@ def aggregate(mode, runs):
     return a
 
 
-def oracle_comparison(aggs):
-    """Every mode against the oracle, run by run (run K of a mode with run K of the oracle, which
-    ran close in time; the oracle's median when its run K did not complete): KV on the CXL node at
-    the end as a ratio of the oracle's, and the DRAM read share of the second half minus the
-    oracle's, in points. Stored as a["vs_oracle"] = {"offload_ratio": spread, "dram_delta_pts"}."""
-    ref = next((a for a in aggs if a["mode"] == "oracle" and a["status"] == "ok"), None)
+def paired_figures(aggs, ref_mode):
+    """Every completed mode's runs, each with the figures of the run of `ref_mode` it is compared
+    with: run K with run K of the reference, which ran close in time; the reference's medians when
+    its run K did not complete. Yields (aggregate, [(figures, reference figures), ...]); nothing
+    without a completed reference."""
+    ref = next((a for a in aggs if a["mode"] == ref_mode and a["status"] == "ok"), None)
     if ref is None:
         return
-    by_run = {r["meta"].get("run") if r.get("meta") else None: figures(r) for r in ref["ok"]}
+    run_of = lambda r: r["meta"].get("run") if r.get("meta") else None  # noqa: E731
+    by_run = {run_of(r): figures(r) for r in ref["ok"]}
     med = {k: (v["median"] if v else None) for k, v in ref["summary"].items()}
     for a in aggs:
-        if a["status"] != "ok":
-            continue
-        ratios, deltas = [], []
-        for r in a["ok"]:
-            f = figures(r)
-            o = by_run.get(r["meta"].get("run") if r.get("meta") else None, med)
-            if f["cxl_end"] is not None and o["cxl_end"]:
-                ratios.append(f["cxl_end"] / o["cxl_end"])
-            if f["dram_2nd"] is not None and o["dram_2nd"] is not None:
-                deltas.append(100 * (f["dram_2nd"] - o["dram_2nd"]))
-        a["vs_oracle"] = {"offload_ratio": spread(ratios), "dram_delta_pts": spread(deltas)}
+        if a["status"] == "ok":
+            yield a, [(figures(r), by_run.get(run_of(r), med)) for r in a["ok"]]
+
+
+def ratio_of(f, o, key):
+    return f[key] / o[key] if f[key] is not None and o[key] else None
+
+
+def oracle_comparison(aggs):
+    """Every mode against the oracle, run by run (paired_figures): KV on the CXL node at the end
+    as a ratio of the oracle's, and the DRAM read share of the second half minus the oracle's, in
+    points. Stored as a["vs_oracle"] = {"offload_ratio": spread, "dram_delta_pts"}."""
+    for a, pairs in paired_figures(aggs, "oracle"):
+        deltas = [100 * (f["dram_2nd"] - o["dram_2nd"]) for f, o in pairs
+                  if f["dram_2nd"] is not None and o["dram_2nd"] is not None]
+        a["vs_oracle"] = {"offload_ratio": spread([ratio_of(f, o, "cxl_end") for f, o in pairs]),
+                          "dram_delta_pts": spread(deltas)}
 
 
 def none_comparison(aggs):
     """The price: every mode's workload CPU per decode step as a ratio of no tiering's, run by run
-    (run K of a mode with run K of none; none's median when its run K did not complete), and in
-    a flat-out run (no pacing) its steps/s as a ratio of none's. Stored as a["vs_none"] =
-    {"cpu_ratio": spread, "steps_ratio": spread}."""
-    ref = next((a for a in aggs if a["mode"] == "none" and a["status"] == "ok"), None)
-    if ref is None:
-        return
-    by_run = {r["meta"].get("run") if r.get("meta") else None: figures(r) for r in ref["ok"]}
-    med = {k: (v["median"] if v else None) for k, v in ref["summary"].items()}
-    for a in aggs:
-        if a["status"] != "ok":
-            continue
-        cpu, steps = [], []
-        for r in a["ok"]:
-            f = figures(r)
-            o = by_run.get(r["meta"].get("run") if r.get("meta") else None, med)
-            if f["kvsim_cpu_ms_step"] is not None and o["kvsim_cpu_ms_step"]:
-                cpu.append(f["kvsim_cpu_ms_step"] / o["kvsim_cpu_ms_step"])
-            if f["steps_per_s"] is not None and o["steps_per_s"]:
-                steps.append(f["steps_per_s"] / o["steps_per_s"])
-        a["vs_none"] = {"cpu_ratio": spread(cpu), "steps_ratio": spread(steps)}
+    (paired_figures), and its steps/s as a ratio of none's (the throughput in a flat-out run).
+    Stored as a["vs_none"] = {"cpu_ratio": spread, "steps_ratio": spread}."""
+    for a, pairs in paired_figures(aggs, "none"):
+        a["vs_none"] = {"cpu_ratio": spread([ratio_of(f, o, "kvsim_cpu_ms_step") for f, o in pairs]),
+                        "steps_ratio": spread([ratio_of(f, o, "steps_per_s") for f, o in pairs])}
 
 
 # --- output -------------------------------------------------------------------------------
