@@ -22,7 +22,7 @@
 #               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md)
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
 #   --idle-threads  N more kvsim threads that only wait (default 0: kvsim is single-threaded,
-#               so the kernel's NUMA scan never unmaps its pages in DRAM; see docs/benchmarks.md)
+#               so the kernel's NUMA scan never unmaps its pages in DRAM; see bench/results/2026-12-03-12-blind-spot-server-threads.md)
 #   --flat-out  kvsim runs its decode steps back to back (--step-ms 0) instead of paced to the
 #               trace, with the trace played 20 times as fast (--time-scale 0.05 --loop) so that
 #               requests wait: steps/s is then the workload's throughput, and the report gives
