@@ -382,25 +382,8 @@ class Section {
   // `word` (nullopt) or a size from lo to hi, a multiple of `unit`.
   void optional_size(std::string_view k, std::optional<std::uint64_t>& out, std::uint64_t lo,
                      std::uint64_t hi, std::string_view word = "off", std::uint64_t unit = 1) {
-    const std::string allowed =
-        fmt::format("\"{}\" or a size from {} to {}{}", word, format_size(lo), format_size(hi),
-                    unit > 1 ? fmt::format(" in whole {}", format_size(unit)) : "");
-    auto parse =
-        [word](std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
-      if (t == word) return std::optional<std::uint64_t>{};
-      auto s = parse_size(t);
-      if (!s) return std::unexpected(s.error());
-      return std::optional<std::uint64_t>{*s};
-    };
-    parsed<std::optional<std::uint64_t>>(
-        k, out, parse, allowed, [&](const std::optional<std::uint64_t>& v) {
-          if (v && (*v < lo || *v > hi)) return fmt::format("{} is out of range", format_size(*v));
-          if (v && *v % unit != 0) {
-            return fmt::format("{} is not a whole number of {}", format_size(*v),
-                               format_size(unit));
-          }
-          return std::string{};
-        });
+    optional_quantity(k, out, {.lo = lo, .hi = hi, .unit = unit, .noun = "size", .suffix = ""},
+                      word, parse_size);
   }
 
   void rate(std::string_view k, std::uint64_t& out, std::uint64_t lo, std::uint64_t hi) {
@@ -414,22 +397,38 @@ class Section {
   // `word` (nullopt) or a rate from lo to hi per second, a multiple of `unit`.
   void optional_rate(std::string_view k, std::optional<std::uint64_t>& out, std::uint64_t lo,
                      std::uint64_t hi, std::string_view word, std::uint64_t unit) {
-    const std::string allowed = fmt::format("\"{}\" or a rate from {}/s to {}/s in whole {}", word,
-                                            format_size(lo), format_size(hi), format_size(unit));
+    optional_quantity(k, out, {.lo = lo, .hi = hi, .unit = unit, .noun = "rate", .suffix = "/s"},
+                      word, parse_rate);
+  }
+
+  struct Bounds {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+    std::uint64_t unit = 1;
+    std::string_view noun;    // "size", "rate"
+    std::string_view suffix;  // after each value: "", "/s"
+  };
+  // `word` (nullopt) or a quantity `parse` reads, within `b`.
+  template <typename Parse>
+  void optional_quantity(std::string_view k, std::optional<std::uint64_t>& out, const Bounds& b,
+                         std::string_view word, Parse parse_value) {
+    const auto shown = [&b](std::uint64_t v) { return format_size(v) + std::string(b.suffix); };
+    const std::string allowed =
+        fmt::format("\"{}\" or a {} from {} to {}{}", word, b.noun, shown(b.lo), shown(b.hi),
+                    b.unit > 1 ? fmt::format(" in whole {}", format_size(b.unit)) : "");
     auto parse =
-        [word](std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
+        [word, parse_value](
+            std::string_view t) -> std::expected<std::optional<std::uint64_t>, std::string> {
       if (t == word) return std::optional<std::uint64_t>{};
-      auto r = parse_rate(t);
-      if (!r) return std::unexpected(r.error());
-      return std::optional<std::uint64_t>{*r};
+      auto v = parse_value(t);
+      if (!v) return std::unexpected(v.error());
+      return std::optional<std::uint64_t>{*v};
     };
     parsed<std::optional<std::uint64_t>>(
         k, out, parse, allowed, [&](const std::optional<std::uint64_t>& v) {
-          if (v && (*v < lo || *v > hi))
-            return fmt::format("{}/s is out of range", format_size(*v));
-          if (v && *v % unit != 0) {
-            return fmt::format("{}/s is not a whole number of {}", format_size(*v),
-                               format_size(unit));
+          if (v && (*v < b.lo || *v > b.hi)) return fmt::format("{} is out of range", shown(*v));
+          if (v && *v % b.unit != 0) {
+            return fmt::format("{} is not a whole number of {}", shown(*v), format_size(b.unit));
           }
           return std::string{};
         });
