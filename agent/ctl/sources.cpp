@@ -51,10 +51,10 @@ void add_sources_command(CLI::App& app, Globals& g) {
             : "damon stands by while the NUMA hint faults see DRAM pages too: with "
               "[tiering] numa_balancing = \"tiering\" (the default) or the host's "
               "kernel.numa_balancing bit 1 (docs/configuration.md, [sources])";
-    const bool dirty_standby =
-        runs(SourceKind::kSoftDirty) && !dirty_standby_reason(running, true).empty();
+    const std::string dirty_why = dirty_standby_reason(running, true);
+    const bool dirty_standby = runs(SourceKind::kSoftDirty) && !dirty_why.empty();
     const std::string dirty_note =
-        "dirty stands by while " + dirty_standby_reason(running, true) +
+        "dirty stands by while " + dirty_why +
         ": its write faults would cost the workload (docs/configuration.md, [sources])";
     const Availability procs = ProcessWatcher(paths).probe();
     const Availability migrate = MigrationCounter(paths).probe();
