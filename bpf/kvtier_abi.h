@@ -16,6 +16,24 @@
 #define KVT_MAX_TARGETS 1024
 #define KVT_MAX_PAGES 65536
 #define KVT_MAX_KDAMONDS 16
+#define KVT_MAX_RETURN_CHUNKS 65536
+
+/* The return watch (faults.bpf.c) arms memory kvtier demoted in chunks of
+ * 1 << KVT_RETURN_SHIFT bytes (64 KiB: a layer's share of a KV block in most
+ * engines); the first fault in an armed chunk disarms it and reports it. */
+#define KVT_RETURN_SHIFT 16
+
+struct kvt_return_key {
+  __u32 tgid;
+  __u32 chunk; /* virtual address >> KVT_RETURN_SHIFT (user addresses are < 2^47) */
+};
+
+/* Through a ring buffer: an armed chunk was touched. */
+struct kvt_return_event {
+  __u64 time_ns; /* bpf_ktime_get_ns() of the fault */
+  __u32 tgid;
+  __u32 chunk;
+};
 
 /* Key of the per-page heat maps (sampler and faults): one entry per target
  * process and 4 KiB virtual page. */
@@ -44,12 +62,14 @@ struct kvt_page_val {
 
 /* Per-CPU counters of the page samplers, indexed by enum kvt_sample_stat. */
 enum kvt_sample_stat {
-  KVT_STAT_EVENTS = 0,     /* program runs */
-  KVT_STAT_MATCHED = 1,    /* runs in a target process */
-  KVT_STAT_NO_ADDR = 2,    /* target runs without a data address */
-  KVT_STAT_MAP_FULL = 3,   /* insertions that failed */
-  KVT_STAT_PROT_FAULT = 4, /* faults on present pages (write protection) */
-  KVT_STAT_NR = 5,
+  KVT_STAT_EVENTS = 0,      /* program runs */
+  KVT_STAT_MATCHED = 1,     /* runs in a target process */
+  KVT_STAT_NO_ADDR = 2,     /* target runs without a data address */
+  KVT_STAT_MAP_FULL = 3,    /* insertions that failed */
+  KVT_STAT_PROT_FAULT = 4,  /* faults on present pages (write protection) */
+  KVT_STAT_RETURNS = 5,     /* faults in an armed chunk (the return watch) */
+  KVT_STAT_RETURN_LOST = 6, /* of those, not reported: the ring buffer was full */
+  KVT_STAT_NR = 7,
 };
 
 /* Process lifecycle, from procs.bpf.c through a ring buffer. */

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/page_heat_maps.hpp"
 #include "agent/sources/probes.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "faults.skel.h"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
@@ -24,6 +27,7 @@ namespace kvtier::agent {
 struct FaultSampler::Bpf {
   BpfSkeleton<faults_bpf> skel{"fault sampler (bpf/faults.bpf.c)"};
   PageHeatMaps maps;
+  std::unique_ptr<BpfReturnWatch> returns;
 };
 
 FaultSampler::FaultSampler(HostPaths paths, FaultOptions opts)
@@ -51,27 +55,45 @@ Result<void> FaultSampler::start() {
   auto b = std::make_unique<Bpf>();
   if (auto ok = b->skel.open(); !ok) return ok;
   bpf_map__set_max_entries(b->skel->maps.pages, opts_.max_pages);
+  bpf_map__set_max_entries(b->skel->maps.returns,
+                           std::max<std::uint32_t>(opts_.max_return_chunks, 1));
   if (auto ok = b->skel.load(); !ok) return ok;
   if (auto ok = b->skel.attach(); !ok) return ok;
   b->maps = PageHeatMaps(bpf_map__fd(b->skel->maps.targets), bpf_map__fd(b->skel->maps.pages),
                          bpf_map__fd(b->skel->maps.stats), SourceKind::kFault);
   if (auto ok = b->maps.set_targets(pending_targets_); !ok) return ok;
+  if (opts_.max_return_chunks > 0) {
+    auto w = BpfReturnWatch::create(bpf_map__fd(b->skel->maps.returns),
+                                    bpf_map__fd(b->skel->maps.return_events));
+    if (!w) return std::unexpected(w.error());
+    b->returns = std::move(*w);
+  }
   bpf_ = std::move(b);
-  spdlog::info("faults: attached to exceptions:page_fault_user");
+  spdlog::info("faults: attached to exceptions:page_fault_user{}",
+               opts_.max_return_chunks > 0 ? "; return watch on" : "");
   return {};
 }
 
 Result<void> FaultSampler::set_targets(std::span<const Pid> pids) {
   pending_targets_.assign(pids.begin(), pids.end());
   if (!bpf_) return {};
-  return bpf_->maps.set_targets(pids);
+  if (auto ok = bpf_->maps.set_targets(pids); !ok) return ok;
+  if (bpf_->returns) bpf_->returns->keep_only(bpf_->maps.targets());
+  return {};
 }
 
 Result<void> FaultSampler::collect(TimeNs /*now*/, SourceBatch& out) {
   if (!bpf_) return fail("faults: collect() before start()");
   auto n = bpf_->maps.drain(out);
   if (!n) return std::unexpected(n.error());
+  if (bpf_->returns) {
+    if (auto r = bpf_->returns->drain(); !r) return std::unexpected(r.error());
+  }
   return {};
+}
+
+ReturnWatch* FaultSampler::return_watch() {
+  return bpf_ ? bpf_->returns.get() : nullptr;
 }
 
 Result<SamplerStats> FaultSampler::stats() const {

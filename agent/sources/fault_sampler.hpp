@@ -21,6 +21,10 @@ struct FaultOptions {
   // take 7.9 MB of kernel memory (262144 took 31.5 MB, `bpftool map show`),
   // on the DRAM node kvtier is there to keep for the inference server.
   std::uint32_t max_pages = 65536;
+  // Chunks of demoted memory the return watch holds (return_watch.hpp): 65536
+  // of 64 KiB cover 4 GiB; beyond that the longest-armed are forgotten first.
+  // 0: no return watch.
+  std::uint32_t max_return_chunks = 65536;
 };
 
 class FaultSampler final : public HotnessSource {
@@ -33,6 +37,7 @@ class FaultSampler final : public HotnessSource {
   Result<void> start() override;
   Result<void> set_targets(std::span<const Pid> pids) override;
   Result<void> collect(TimeNs now, SourceBatch& out) override;
+  ReturnWatch* return_watch() override;
   void stop() override;
 
   [[nodiscard]] Result<SamplerStats> stats() const;

@@ -17,6 +17,8 @@
 
 namespace kvtier::agent {
 
+class ReturnWatch;
+
 struct TargetRanges {
   Pid pid = 0;
   std::vector<AddrRange> ranges;  // sorted, disjoint
@@ -46,6 +48,8 @@ class HotnessSource {
   // The memory of each target worth watching (the mappings the loop tracks), after
   // every step's discovery; sources that watch whole processes ignore it.
   virtual Result<void> set_ranges(std::span<const TargetRanges> /*targets*/) { return {}; }
+  // The return watch (return_watch.hpp), where this source has one and it runs.
+  [[nodiscard]] virtual ReturnWatch* return_watch() { return nullptr; }
   // Appends what was observed since the last call; `now` is CLOCK_MONOTONIC.
   virtual Result<void> collect(TimeNs now, SourceBatch& out) = 0;
   // Detaches and releases everything start() created. Idempotent.

@@ -126,7 +126,9 @@ Result<SamplerStats> PageHeatMaps::stats() const {
                       .matched = s[KVT_STAT_MATCHED],
                       .no_addr = s[KVT_STAT_NO_ADDR],
                       .map_full = s[KVT_STAT_MAP_FULL],
-                      .prot_faults = s[KVT_STAT_PROT_FAULT]};
+                      .prot_faults = s[KVT_STAT_PROT_FAULT],
+                      .returns = s[KVT_STAT_RETURNS],
+                      .return_lost = s[KVT_STAT_RETURN_LOST]};
 }
 
 }  // namespace kvtier::agent

@@ -22,6 +22,8 @@ struct SamplerStats {
   std::uint64_t no_addr = 0;      // target samples without a usable data address
   std::uint64_t map_full = 0;     // samples lost because the page map was full
   std::uint64_t prot_faults = 0;  // faults on present pages (write protection)
+  std::uint64_t returns = 0;      // faults in a chunk the return watch had armed
+  std::uint64_t return_lost = 0;  // of those, reports lost (the ring buffer was full)
 };
 
 class PageHeatMaps {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include "agent/sources/migration_counter.hpp"
 #include "agent/sources/pmu_sampler.hpp"
 #include "agent/sources/process_watcher.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "fixture.hpp"
 #include "privileged/toucher.hpp"
 
@@ -141,6 +143,74 @@ TEST(FaultSampler, PagesOfARemovedTargetAreDeleted) {
   ASSERT_TRUE(s.collect(now_ns(), batch));
   EXPECT_TRUE(split(batch, gone).pages.empty());
   EXPECT_EQ(split(batch, b.pid()).pages.size(), 100U);
+}
+
+// The return watch: the first fault in an armed chunk is reported once, and its
+// fd turns readable until the reports are taken; a disarmed chunk, and a chunk
+// of a process that left the target set, are not reported. The pages
+// themselves come through the page map, exactly as without the watch.
+TEST(FaultSampler, ReturnWatchReportsEachArmedChunkOnceAndWakesItsFd) {
+  REQUIRE_ROOT();
+  agent::FaultSampler s(HostPaths{}, agent::FaultOptions{});
+  ASSERT_TRUE(s.start());
+  agent::ReturnWatch* w = s.return_watch();
+  ASSERT_NE(w, nullptr);
+  const auto readable = [&] {
+    pollfd p{.fd = w->epoll_fd(), .events = POLLIN, .revents = 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+  };
+  const std::uint64_t chunk = agent::ReturnWatch::chunk_bytes();
+  ASSERT_EQ(chunk, 64U << 10);
+  Toucher child(256, 4);  // 1 MiB, every 4th page touched
+  ASSERT_TRUE(child.ready());
+  const Pid pid = child.pid();
+  ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
+  SourceBatch before;
+  ASSERT_TRUE(s.collect(now_ns(), before));
+  EXPECT_FALSE(readable());
+  // Arm the first half of the buffer, then disarm its first chunk again.
+  const std::uint64_t mid = child.begin() + (child.end() - child.begin()) / 2;
+  const std::vector<AddrRange> half = {{child.begin(), mid}};
+  w->arm(pid, half);
+  const std::uint64_t first_chunk = child.begin() / chunk;
+  const std::vector<AddrRange> head = {{first_chunk * chunk, first_chunk * chunk + 1}};
+  w->disarm(pid, head);
+  EXPECT_EQ(w->stats().disarmed, 1U);
+  std::set<std::uint64_t> expected;  // chunks armed and touched
+  for (const std::uint64_t page : child.touched_pages()) {
+    if (page < mid && page / chunk != first_chunk) expected.insert(page / chunk);
+  }
+  ASSERT_FALSE(expected.empty());
+  ASSERT_TRUE(child.touch());
+  EXPECT_TRUE(readable()) << "the first touch of an armed chunk wakes the loop";
+  SourceBatch batch;
+  ASSERT_TRUE(s.collect(now_ns(), batch));
+  EXPECT_FALSE(readable()) << "collect() took the reports";
+  EXPECT_EQ(w->stats().returns, expected.size());
+  EXPECT_EQ(w->stats().failed, 0U);
+  auto st = s.stats();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->returns, expected.size());
+  EXPECT_EQ(st->return_lost, 0U);
+  std::set<std::uint64_t> got;
+  for (const auto& [addr, weight] : split(batch, pid).pages) got.insert(addr);
+  EXPECT_EQ(got, child.touched_pages()) << "the evidence is the touched pages, no more";
+  // A second target armed whole, then out of the set and back: its chunks went
+  // with it, so its first touches wake nothing.
+  Toucher other(64, 1);
+  ASSERT_TRUE(other.ready());
+  const std::vector<Pid> both = {pid, other.pid()};
+  ASSERT_TRUE(s.set_targets(both));
+  const std::vector<AddrRange> all = {{other.begin(), other.end()}};
+  w->arm(other.pid(), all);
+  ASSERT_TRUE(s.set_targets(std::span<const Pid>(&pid, 1)));
+  ASSERT_TRUE(s.set_targets(both));
+  ASSERT_TRUE(other.touch());
+  EXPECT_FALSE(readable());
+  SourceBatch after;
+  ASSERT_TRUE(s.collect(now_ns(), after));
+  EXPECT_EQ(split(after, other.pid()).pages.size(), 64U);
+  EXPECT_EQ(w->stats().returns, expected.size());
 }
 
 TEST(ProcessWatcher, SeesForkExecAndExitOfAChild) {
