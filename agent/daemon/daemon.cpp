@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <ctime>
 #include <exception>
 #include <memory>
@@ -123,6 +125,7 @@ Result<void> Daemon::start() {
   if (!timer) return std::unexpected(timer.error());
   step_timer_ = *timer;
   arm_promote_timer();
+  sync_wake_fd();
   if (auto wd = sd_.watchdog_interval()) {
     auto wt = loop_->add_timer(std::chrono::nanoseconds(0), *wd, [this] { sd_.watchdog(); });
     if (!wt) return std::unexpected(wt.error());
@@ -154,6 +157,10 @@ Result<void> Daemon::run() {
   if (step_timer_) loop_->remove_timer(*step_timer_);
   if (promote_timer_) loop_->remove_timer(*promote_timer_);
   if (watchdog_timer_) loop_->remove_timer(*watchdog_timer_);
+  if (wake_timer_) loop_->remove_timer(*wake_timer_);
+  if (wake_fd_ >= 0) loop_->remove_fd(wake_fd_);
+  wake_fd_ = -1;
+  wake_timer_.reset();
   step_timer_.reset();
   promote_timer_.reset();
   watchdog_timer_.reset();
@@ -231,6 +238,7 @@ bool Daemon::reload() {
     }
   }
   if (settings_.promote_interval != old.promote_interval && started_) arm_promote_timer();
+  if (started_) sync_wake_fd();
   if (settings_.prometheus_enabled != old.prometheus_enabled ||
       settings_.prometheus_listen != old.prometheus_listen ||
       settings_.prometheus_allow_non_loopback != old.prometheus_allow_non_loopback) {
@@ -280,6 +288,7 @@ void Daemon::step_now() {
   }
   const TimeNs took = monotonic_now() - now;
   ++steps_;
+  sync_wake_fd();
   last_step_seconds_ = static_cast<double>(took) / 1e9;
   telemetry_.record_step(std::chrono::nanoseconds(took), result.has_value());
   if (!result) {
@@ -310,6 +319,56 @@ void Daemon::arm_promote_timer() {
   }
 }
 
+// The return watch's fd, registered while there is one and promote_wake is set;
+// a different fd (the sources restarted) replaces the old one.
+void Daemon::sync_wake_fd() {
+  const bool wanted = hooks_.wake_fd && hooks_.promote && settings_.promote_wake.count() > 0;
+  const int fd = wanted ? hooks_.wake_fd() : -1;
+  if (fd == wake_fd_) return;
+  if (wake_fd_ >= 0) loop_->remove_fd(wake_fd_);
+  wake_fd_ = -1;
+  wake_pending_ = false;
+  if (fd < 0) return;
+  if (auto ok = loop_->add_fd(fd, EPOLLIN, [this](std::uint32_t) { on_wake(); }); !ok) {
+    spdlog::error("promotion wake-up: {}", ok.error().message);
+    return;
+  }
+  wake_fd_ = fd;
+}
+
+// The first touch of a burst: stop listening (the fd stays readable until the
+// tick drains it) and run the tick promote_wake from now.
+void Daemon::on_wake() {
+  if (wake_pending_ || wake_fd_ < 0) return;
+  wake_pending_ = true;
+  ++wakes_;
+  if (auto ok = loop_->modify_fd(wake_fd_, 0); !ok) {
+    spdlog::error("promotion wake-up: {}", ok.error().message);
+  }
+  const auto delay = std::chrono::duration_cast<std::chrono::nanoseconds>(settings_.promote_wake);
+  auto fire = [this] {
+    promote_now();
+    wake_pending_ = false;
+    if (wake_fd_ >= 0) {
+      if (auto ok = loop_->modify_fd(wake_fd_, EPOLLIN); !ok) {
+        spdlog::error("promotion wake-up: {}", ok.error().message);
+      }
+    }
+  };
+  Result<void> armed;
+  if (wake_timer_) {
+    armed = loop_->rearm_timer(*wake_timer_, delay, std::chrono::nanoseconds(0));
+  } else if (auto id = loop_->add_timer(delay, std::chrono::nanoseconds(0), fire)) {
+    wake_timer_ = *id;
+  } else {
+    armed = std::unexpected(id.error());
+  }
+  if (!armed) {
+    spdlog::error("promotion wake-up: {}", armed.error().message);
+    fire();
+  }
+}
+
 // Errors of the tick are the step's too (the same sources, the same mover): the
 // step reports them; a tick only logs at debug level.
 void Daemon::promote_now() {
@@ -321,6 +380,7 @@ void Daemon::promote_now() {
   } catch (const std::exception& e) {
     spdlog::error("promotion tick threw: {}", e.what());
   }
+  if (started_) sync_wake_fd();  // the loop may want no wake-ups until its next step
 }
 
 void Daemon::publish_status() {
@@ -352,6 +412,7 @@ json Daemon::status_json() const {
       {"paused", paused_},
       {"interval_ms", settings_.interval.count()},
       {"steps", steps_},
+      {"promote_wakes", wakes_},
       {"step_errors", step_errors_},
       {"last_step_ms", last_step_seconds_ * 1e3},
       {"last_step_error", last_step_error_.empty() ? json(nullptr) : json(last_step_error_)},

@@ -38,6 +38,11 @@ struct DaemonHooks {
   // Between steps, every DaemonSettings::promote_interval (when set): promote
   // what was accessed on a slow node. Optional.
   std::function<Result<void>(const StepContext&, Telemetry&)> promote;
+  // A file descriptor that turns readable when memory kvtier demoted is touched
+  // (the faults source's return watch), or -1: the promotion tick then runs
+  // DaemonSettings::promote_wake after it, not at its next interval. Asked
+  // after start, every step and every reload (sources may restart). Optional.
+  std::function<int()> wake_fd;
   // SIGHUP: re-read the configuration and return the daemon's part of it.
   // Return the errors (one per line) to keep the running configuration; the
   // hook must then leave its own state untouched too.
@@ -100,6 +105,8 @@ class Daemon {
   void publish_status();
   void promote_now();
   void arm_promote_timer();
+  void sync_wake_fd();
+  void on_wake();
   void on_signal(int signo);
 
   DaemonSettings settings_;
@@ -113,6 +120,10 @@ class Daemon {
   std::optional<EventLoop::TimerId> step_timer_;
   std::optional<EventLoop::TimerId> promote_timer_;
   std::optional<EventLoop::TimerId> watchdog_timer_;
+  std::optional<EventLoop::TimerId> wake_timer_;
+  int wake_fd_ = -1;
+  bool wake_pending_ = false;
+  std::uint64_t wakes_ = 0;
   bool started_ = false;
   bool shut_down_ = false;
   bool paused_ = false;

@@ -23,6 +23,9 @@ struct DaemonSettings {
   std::chrono::milliseconds interval{1000};
   // The fast promotion tick between steps; 0: off.
   std::chrono::milliseconds promote_interval{0};
+  // How soon after the first touch of memory kvtier demoted the promotion tick
+  // runs (gathering the touches that follow it); 0: it waits for its interval.
+  std::chrono::milliseconds promote_wake{0};
   std::string log_level = "info";
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;

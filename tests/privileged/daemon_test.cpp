@@ -403,6 +403,49 @@ TEST(Daemon, PauseAndResumeReachTheStep) {
   EXPECT_FALSE(log->steps.back().paused);
 }
 
+// The return watch's fd (here a pipe) turning readable runs the promotion tick
+// promote_wake later, once for a burst, with no promote_interval at all; the fd
+// is watched again after the tick.
+TEST(Daemon, AWakeFdRunsThePromotionTickSoonOnceABurst) {
+  Fixture dir;
+  auto log = std::make_shared<StepLog>();
+  int wake[2];
+  ASSERT_EQ(pipe2(wake, O_CLOEXEC | O_NONBLOCK), 0);
+  int ticks = 0;
+  std::vector<std::chrono::steady_clock::time_point> at;
+  DaemonHooks hooks = recording_hooks(log);
+  hooks.promote = [&](const StepContext&, Telemetry&) -> Result<void> {
+    ++ticks;
+    at.push_back(std::chrono::steady_clock::now());
+    char buf[64];
+    while (read(wake[0], buf, sizeof buf) > 0) {
+    }
+    return {};
+  };
+  hooks.wake_fd = [&] { return wake[0]; };
+  DaemonSettings s;
+  s.socket_path = dir.path() / "kvtierd.sock";
+  s.interval = 3600s;  // one step, at start
+  s.promote_interval = 0ms;
+  s.promote_wake = 40ms;
+  auto d = Daemon::create(s, std::move(hooks));
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_TRUE((*d)->start());
+  ASSERT_TRUE(pump_until(**d, [&] { return !log->steps.empty(); }));
+  EXPECT_EQ(ticks, 0);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(write(wake[1], "ab", 2), 2);
+  ASSERT_TRUE(pump_until(**d, [&] { return ticks == 1; }));
+  EXPECT_GE(at[0] - sent, 40ms) << "the tick waits promote_wake for the rest of the burst";
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*d)->loop().run_once(10ms));
+  EXPECT_EQ(ticks, 1) << "the tick drained the fd: nothing more to do";
+  ASSERT_EQ(write(wake[1], "c", 1), 1);
+  ASSERT_TRUE(pump_until(**d, [&] { return ticks == 2; }));
+  EXPECT_EQ((*d)->status_json()["promote_wakes"], 2);
+  d->reset();
+  for (const int fd : wake) close(fd);
+}
+
 TEST(Daemon, StatusAndDumpOverTheSocket) {
   Fixture dir;
   auto log = std::make_shared<StepLog>();
