@@ -104,6 +104,7 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   s.interval = std::chrono::milliseconds(cfg.daemon.interval / 1'000'000);
   s.promote_interval =
       std::chrono::milliseconds(cfg.daemon.promote_interval.value_or(0) / 1'000'000);
+  s.promote_wake = std::chrono::milliseconds(cfg.daemon.promote_wake.value_or(0) / 1'000'000);
   s.log_level = opt.log_level.empty()
                     ? std::string(kvtier::policy::log_level_name(cfg.logging.level))
                     : opt.log_level;
@@ -369,6 +370,7 @@ int serve(const Options& opt, const agent::HostPaths& paths,
   hooks.promote = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
     return controller->promote_step(ctx, t);
   };
+  hooks.wake_fd = [controller] { return controller->wake_fd(); };
   hooks.describe = [controller](bool full) {
     return agent::describe(controller->state(), full, agent::monotonic_now());
   };

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <ios>
 #include <limits>
 #include <optional>
@@ -316,22 +317,31 @@ class Section {
 
   // `none` (nullopt: "off", "keep", "auto"), `word` (for `word_value`), or a
   // duration from lo to hi.
+  // A word for nullopt (`none`), a word for each of `words`' values, or a
+  // duration from lo to hi (the words' values are not range-checked).
   void word_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
-                        std::string_view none, std::string_view word = {}, TimeNs word_value = 0) {
-    const std::string allowed =
-        fmt::format("\"{}\"{} or a duration from {} to {}", none,
-                    word.empty() ? std::string() : fmt::format(", \"{}\"", word),
-                    format_duration(lo), format_duration(hi));
+                        std::string_view none,
+                        std::initializer_list<std::pair<std::string_view, TimeNs>> words = {}) {
+    std::string listed = fmt::format("\"{}\"", none);
+    for (const auto& [w, v] : words) listed += fmt::format(", \"{}\"", w);
+    const std::string allowed = fmt::format("{} or a duration from {} to {}", listed,
+                                            format_duration(lo), format_duration(hi));
+    bool is_word = false;
     auto parse = [&](std::string_view t) -> std::expected<std::optional<TimeNs>, std::string> {
+      is_word = true;
       if (t == none) return std::optional<TimeNs>{};
-      if (!word.empty() && t == word) return std::optional<TimeNs>{word_value};
+      for (const auto& [w, v] : words) {
+        if (t == w) return std::optional<TimeNs>{v};
+      }
+      is_word = false;
       auto d = parse_duration(t);
       if (!d) return std::unexpected(d.error());
       return std::optional<TimeNs>{*d};
     };
     parsed<std::optional<TimeNs>>(k, out, parse, allowed, [&](const std::optional<TimeNs>& v) {
-      return v && (*v < lo || *v > hi) ? fmt::format("{} is out of range", format_duration(*v))
-                                       : std::string{};
+      return !is_word && v && (*v < lo || *v > hi)
+                 ? fmt::format("{} is out of range", format_duration(*v))
+                 : std::string{};
     });
   }
 
@@ -342,8 +352,8 @@ class Section {
 
   // "keep" (nullopt: the host's value stays), `word` (for `word_value`), or a duration.
   void keep_or_duration(std::string_view k, std::optional<TimeNs>& out, TimeNs lo, TimeNs hi,
-                        std::string_view word = {}, TimeNs word_value = 0) {
-    word_or_duration(k, out, lo, hi, "keep", word, word_value);
+                        std::initializer_list<std::pair<std::string_view, TimeNs>> words = {}) {
+    word_or_duration(k, out, lo, hi, "keep", words);
   }
 
   // "auto" (nullopt) or a duration from lo to hi.
@@ -632,6 +642,7 @@ constexpr std::uint64_t kMiB = 1ULL << 20;
 void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
   s.optional_duration("promote_interval", d.promote_interval, 100 * kNsPerMs, kHour);
+  s.optional_duration("promote_wake", d.promote_wake, kNsPerMs, 10 * kNsPerSec);
   s.string("record", d.record, "an absolute path", check_absolute);
   s.size("record_max_bytes", d.record_max_bytes, 4096, 1ULL << 40);
   s.duration("record_max_duration", d.record_max_duration, kNsPerSec, kHour * 24 * 30);
@@ -754,7 +765,9 @@ void read_tiering(Section s, TieringConfig& t) {
                                          {"keep", NumaBalancingMode::kKeep}};
   s.choice("numa_balancing", t.numa_balancing, modes);
   s.keep_or_duration("promote_threshold", t.promote_threshold, kNsPerMs, kPromoteOnFirstAccess,
-                     "first-access", kPromoteOnFirstAccess);
+                     {{"auto", kPromoteAuto},
+                      {"first-access", kPromoteOnFirstAccess},
+                      {"kvtier", kPromoteByKvtier}});
   s.keep_or_duration("scan_period_min", t.scan_period_min, kNsPerMs, 3600 * kNsPerSec);
   s.keep_or_duration("scan_period_max", t.scan_period_max, kNsPerMs, 3600 * kNsPerSec);
   s.optional_size("scan_size", t.scan_size, kMiB, kTieringMaxScanSize, "keep", kMiB);

@@ -61,6 +61,10 @@ struct DaemonConfig {
   // Between steps: collect page-level evidence and promote what was accessed on a
   // slow node (nothing else planned); nullopt: off.
   std::optional<TimeNs> promote_interval = 1 * kNsPerSec;
+  // How soon after the first touch of memory kvtier demoted (the faults source's
+  // return watch) the promotion tick runs, gathering the touches that follow;
+  // nullopt: it waits for promote_interval.
+  std::optional<TimeNs> promote_wake = 50 * kNsPerMs;
   // Always-on recording (docs/recording.md): kvtierd records every step into a
   // new file at this path from start-up ("" : only on `kvtierctl record start`).
   // The file must not exist yet; the recording stops at either limit.
@@ -129,6 +133,14 @@ struct LimitsConfig {
 // it: kvtier judges coldness itself, so the first access after a demotion is
 // reason enough (the kernel's default of 1 s waits for a second fault).
 inline constexpr TimeNs kPromoteOnFirstAccess = 3600 * kNsPerSec;
+// A hot threshold of 0: no hint fault promotes in the fault path (unless the
+// DRAM node has ample free memory: then the kernel promotes whatever the
+// threshold); kvtierd promotes, from its own thread, what its return watch
+// sees touched (agent/sources/return_watch.hpp).
+inline constexpr TimeNs kPromoteByKvtier = 0;
+// "auto": kPromoteByKvtier while the faults source's return watch runs, else
+// kPromoteOnFirstAccess. Resolved when [tiering] is applied.
+inline constexpr TimeNs kPromoteAuto = ~TimeNs{0};
 
 // The kernel's memory-tiering knobs kvtierd sets at start and puts back when it
 // stops (agent/host/numa_tiering.hpp); nullopt leaves a knob as the host has it.
@@ -142,7 +154,7 @@ struct TieringConfig {
   NumaBalancingMode numa_balancing = NumaBalancingMode::kTiering;
   // hot_threshold_ms: a hint fault promotes its page in the fault path if the page
   // was unmapped less than this long ago.
-  std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;
+  std::optional<TimeNs> promote_threshold = kPromoteAuto;
   // scan_period_min_ms / scan_period_max_ms: how often a task's slow-tier pages
   // are unmapped, in the task's own CPU time. Equal, so the kernel cannot
   // lengthen the period (docs/configuration.md says why it would).

@@ -283,7 +283,8 @@ class Planner {
 
   // Free memory a fast node keeps for promotions (the kernel's in the fault path,
   // and kvtier's): limits.dram_headroom of it above min_free, which no move
-  // crosses. kvtier's own promotions use half of it at most.
+  // crosses. kvtier's own promotions use half of it at most while the kernel
+  // promotes in the fault path (Snapshot::fault_path_promotions), all of it else.
   [[nodiscard]] std::uint64_t headroom_of(const NumaNode& n) const {
     return s_.limits.min_free + static_cast<std::uint64_t>(s_.limits.dram_headroom *
                                                            static_cast<double>(n.mem_total_bytes));
@@ -506,9 +507,10 @@ class Planner {
         ++left;
         continue;
       }
-      // Half the DRAM headroom stays for the kernel's promotions in the fault path.
-      const std::uint64_t keep =
-          s_.limits.min_free + (dst->headroom - std::min(dst->headroom, s_.limits.min_free)) / 2;
+      // Half the DRAM headroom stays for the kernel's promotions in the fault path,
+      // where the kernel makes them.
+      const std::uint64_t above = dst->headroom - std::min(dst->headroom, s_.limits.min_free);
+      const std::uint64_t keep = s_.limits.min_free + (s_.fault_path_promotions ? above / 2 : 0);
       if (dst->free < c.bytes() + keep && !exchange(g, to, c.bytes() + keep, c.bytes())) {
         ++left;
         if (!budget_out_) waiting_bytes_ += c.bytes();

@@ -65,6 +65,10 @@ struct Snapshot {
   // Per group (index as in groups): its effective cold age now, never below the
   // configured cold_age (ColdAgeTuner). Shorter than groups: the configured one.
   std::vector<TimeNs> cold_age;
+  // Whether the kernel promotes in hint faults' fault paths ([tiering]
+  // promote_threshold): kvtier's own promotions then leave it half the DRAM
+  // headroom; otherwise they may use all of it.
+  bool fault_path_promotions = true;
 };
 
 // A demotion candidate a plan left in DRAM (cold or cooling), by pid and the

@@ -29,6 +29,7 @@
 #include "agent/host/topology_reader.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
@@ -114,6 +115,7 @@ Controller::~Controller() {
 // kept as the error (status shows it) and the loop runs on without it.
 void Controller::apply_tiering() {
   state_.tiering_applied = true;
+  state_.tiering_saw_watch = return_watch() != nullptr;
   if (!deps_.tiering) return;
   const auto& c = state_.config.config.tiering;
   const auto ms = [](std::optional<TimeNs> t) {
@@ -127,9 +129,14 @@ void Controller::apply_tiering() {
           ? kNumaBalancingNormal | kNumaBalancingTiering
           : (c.numa_balancing == policy::NumaBalancingMode::kTieringOnly ? kNumaBalancingTiering
                                                                          : 0);
+  std::optional<TimeNs> threshold = c.promote_threshold;
+  if (threshold == policy::kPromoteAuto) {
+    threshold = state_.tiering_saw_watch ? policy::kPromoteByKvtier : policy::kPromoteOnFirstAccess;
+  }
+  state_.fault_path_promotions = threshold != policy::kPromoteByKvtier;
   auto changed = deps_.tiering->apply(TieringWish{
       .balancing_bits = bits,
-      .hot_threshold_ms = ms(c.promote_threshold),
+      .hot_threshold_ms = ms(threshold),
       .scan_period_min_ms = ms(c.scan_period_min),
       .scan_period_max_ms = ms(c.scan_period_max),
       .scan_size_mb = mib(c.scan_size),
@@ -296,7 +303,7 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   ++state_.steps;
   rec(ctx.now,
       [&] { return RecStep{.now = ctx.now, .kind = StepKind::kStep, .paused = ctx.paused}; });
-  if (!state_.tiering_applied) apply_tiering();
+  sync_tiering();
   pace_scan(ctx.now);
   auto found = discover(ctx.now, telemetry);
   clock.charge(LoopPhase::kDiscover);
@@ -311,10 +318,30 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   clock.charge(LoopPhase::kMove);
   record(ctx.now, telemetry);
   clock.charge(LoopPhase::kPlan);
+  sync_tiering();  // the sources may have started (or stopped) in this step
+  state_.wake_blocked = false;
   return {};
 }
 
-void Controller::export_cpu(Telemetry& telemetry) const {
+// [tiering] once after start and every reload, and again when "auto"'s
+// promote_threshold would now resolve otherwise (a return watch came or went).
+void Controller::sync_tiering() {
+  const bool watch_changed =
+      state_.config.config.tiering.promote_threshold == policy::kPromoteAuto &&
+      state_.tiering_saw_watch != (return_watch() != nullptr);
+  if (!state_.tiering_applied || watch_changed) apply_tiering();
+}
+
+void Controller::export_cpu(Telemetry& telemetry) {
+  const ReturnWatch* w = return_watch();
+  state_.return_watch = w != nullptr ? std::optional(w->stats()) : std::nullopt;
+  if (state_.return_watch) {
+    const ReturnWatchStats& r = *state_.return_watch;
+    for (const auto& [event, n] : {std::pair{"armed", r.armed}, std::pair{"returned", r.returns},
+                                   std::pair{"failed", r.failed}}) {
+      telemetry.set("kvtier_return_watch_chunks_total", {{"event", event}}, static_cast<double>(n));
+    }
+  }
   for (std::size_t i = 0; i < kLoopPhases; ++i) {
     telemetry.set("kvtier_loop_cpu_seconds_total", {{"phase", kLoopPhaseNames[i]}},
                   static_cast<double>(state_.cpu[i]) / 1e9);
@@ -510,6 +537,7 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
       PageMap map = deps_.residency.map(pid, t.vmas, &error);
       rec_residency(pid, true, map, now);
       for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
+      watch_slow_runs(t, map);
       t.heat->set_huge_blocks(map.huge_blocks);
       t.bytes_per_node = std::move(map.bytes_per_node);
       t.not_present_bytes = map.not_present_bytes;
@@ -596,6 +624,10 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
     clock.charge(LoopPhase::kPlan);
     dispatch(state_.last_plan.moves, now, telemetry);
     clock.charge(LoopPhase::kMove);
+  } else if (p.waiting_bytes > 0 && spent) {
+    // No room left until the next step demotes: more wake-ups would only plan
+    // the same wait again (the interval's tick still runs).
+    state_.wake_blocked = true;
   }
   if (recording_) recording_->flush();
   return {};
@@ -646,7 +678,8 @@ policy::Snapshot Controller::snapshot(TimeNs now) {
                         .limits = state_.config.config.limits,
                         .now = now,
                         .budget_bytes = state_.budget_bytes,
-                        .cold_age = state_.cold_ages()};
+                        .cold_age = state_.cold_ages(),
+                        .fault_path_promotions = state_.fault_path_promotions};
   for (auto& [pid, t] : state_.targets.all()) {
     snap.targets.push_back(policy::TargetView{.pid = pid,
                                               .group = t.group,
@@ -766,6 +799,14 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
       t->last_full_residency = 0;
     }
     for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now, demotion);
+    // Demoted: its first touch wakes the promotion tick. Promoted: no longer watched.
+    if (ReturnWatch* w = return_watch()) {
+      if (demotion && st.moved > 0) {
+        w->arm(pid, ranges);
+      } else if (!demotion) {
+        w->disarm(pid, ranges);
+      }
+    }
     GroupFeedback& fb = state_.feedback[t->group];
     (demotion ? fb.demoted_bytes : fb.promoted_bytes) += st.bytes_moved;
     if (demotion) fb.step_demoted += st.bytes_moved;
@@ -778,6 +819,32 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
         st.requested, pid, to_node, st.busy, st.pinned, st.no_memory, st.permission,
         st.partial_huge, st.last_errno);
   }
+}
+
+// Whatever sits on a slow node is watched, not only what kvtier demoted: blocks
+// the kernel placed there when DRAM was full are read back as soon.
+void Controller::watch_slow_runs(const Target& t, const PageMap& map) {
+  ReturnWatch* w = return_watch();
+  if (w == nullptr) return;
+  const policy::NodeFacts facts(state_.topology);
+  std::vector<AddrRange> slow;
+  for (const auto& run : map.runs) {
+    if (run.node >= 0 && slow_for(facts, t.group, run.node)) slow.push_back(run.range);
+  }
+  w->arm(t.pid, slow);
+}
+
+ReturnWatch* Controller::return_watch() const {
+  for (std::size_t i = 0; i < deps_.sources.size() && i < state_.sources.size(); ++i) {
+    if (!state_.sources[i].started) continue;
+    if (ReturnWatch* w = deps_.sources[i].source->return_watch()) return w;
+  }
+  return nullptr;
+}
+
+int Controller::wake_fd() const {
+  const ReturnWatch* w = state_.wake_blocked ? nullptr : return_watch();
+  return w != nullptr ? w->epoll_fd() : -1;
 }
 
 // Promotion latency of kvtier's own: from the first page-level touch on the slow node to the move.

@@ -104,6 +104,9 @@ class Controller {
   // Between steps (DaemonHooks::promote): what page-level evidence says was
   // accessed on a slow node is promoted now; nothing else is planned.
   Result<void> promote_step(const StepContext& ctx, Telemetry& telemetry);
+  // Readable when memory kvtier demoted is touched (the faults source's return
+  // watch, agent/sources/return_watch.hpp); -1 without one.
+  [[nodiscard]] int wake_fd() const;
   // A new configuration (already validated). Targets are re-matched at once
   // (new processes join at the next step); a target that stays selected keeps
   // its heat unless its group's half-life changed. The token bucket keeps its
@@ -130,9 +133,13 @@ class Controller {
   [[nodiscard]] const LoopState& state() const { return state_; }
 
  private:
+  // The first started source's return watch, if any.
+  [[nodiscard]] ReturnWatch* return_watch() const;
+  void watch_slow_runs(const Target& t, const PageMap& map);
   Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
-  void export_cpu(Telemetry& telemetry) const;
+  void export_cpu(Telemetry& telemetry);
+  void sync_tiering();
   // The phases of step(), in order.
   Result<void> discover(TimeNs now, Telemetry& telemetry);
   void ingest(TimeNs now, Telemetry& telemetry);

@@ -15,6 +15,7 @@
 
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/numa_tiering.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/cold_age_tuner.hpp"
 #include "policy/config.hpp"
@@ -109,6 +110,15 @@ struct LoopState {
   std::string tiering_error;
   TieringKnobValues tiering;
   bool tiering_applied = false;
+  // Whether a return watch ran when [tiering] was last applied: "auto"'s
+  // promote_threshold follows it (the sources start after the first apply).
+  bool tiering_saw_watch = false;
+  // The kernel promotes in the fault path: promote_threshold is not "kvtier",
+  // as last resolved (policy::Snapshot::fault_path_promotions).
+  bool fault_path_promotions = true;
+  // A promotion tick found no room for what waits (the spare spent, the replan
+  // done): no wake-ups (Controller::wake_fd) until the next step.
+  bool wake_blocked = false;
   // [tiering] max_hint_faults_per_sec: the host's hint faults at the last step
   // (when, how many), their rate since the one before, and the scan period kvtierd
   // set in their place (nullopt: the configured one).
@@ -118,6 +128,8 @@ struct LoopState {
     std::optional<TimeNs> period;
   } scan_pacing;
   bool kernel_tiering = false;  // a tiering handle reads the kernel's knobs into `tiering`
+  // The faults source's return watch, as of the last step or tick (nullopt: none runs).
+  std::optional<ReturnWatchStats> return_watch;
 
   // Whether normal NUMA balancing (kernel.numa_balancing bit 1) is on, so the
   // hint faults see DRAM pages too: the kernel's value as read at the last

@@ -16,6 +16,7 @@
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
@@ -254,6 +255,16 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
   return out;
 }
 
+static json return_watch_json(const LoopState& s) {
+  if (!s.return_watch) return nullptr;
+  const ReturnWatchStats& w = *s.return_watch;
+  return {{"chunk_bytes", ReturnWatch::chunk_bytes()},
+          {"armed", w.armed},
+          {"returns", w.returns},
+          {"disarmed", w.disarmed},
+          {"failed", w.failed}};
+}
+
 json tiering_json(const LoopState& s) {
   const auto v = [](const std::optional<std::uint64_t>& x) { return x ? json(*x) : json(nullptr); };
   return {{"changed", s.tiering_changes},
@@ -267,7 +278,8 @@ json tiering_json(const LoopState& s) {
           {"promote_rate_limit_mbps", v(s.tiering.promote_rate_limit_mbps)},
           {"hint_faults_per_sec",
            s.scan_pacing.faults_per_sec ? json(*s.scan_pacing.faults_per_sec) : json(nullptr)},
-          {"scan_period_paced", s.scan_pacing.period.has_value()}};
+          {"scan_period_paced", s.scan_pacing.period.has_value()},
+          {"return_watch", return_watch_json(s)}};
 }
 
 json feedback_json(const LoopState& s) {

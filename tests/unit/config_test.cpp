@@ -58,7 +58,8 @@ TEST(Config, MinimalFileGetsEveryDefault) {
   EXPECT_DOUBLE_EQ(g.policy.misdemotion_target, 0.05);
   EXPECT_DOUBLE_EQ(cfg->limits.dram_headroom, 0.03);
   EXPECT_EQ(cfg->tiering.numa_balancing, NumaBalancingMode::kTiering);
-  EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteOnFirstAccess);
+  EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteAuto);
+  EXPECT_EQ(cfg->daemon.promote_wake, 50 * kNsPerMs);
   EXPECT_FALSE(g.demotion_node.has_value());
   EXPECT_FALSE(g.policy.dram_limit.has_value());
 }
@@ -352,6 +353,36 @@ TEST(Config, TieringPromoteRateLimit) {
   EXPECT_EQ(off->tiering.max_hint_faults_per_sec, 0U);
   EXPECT_EQ(only_problem("[tiering]\nmax_hint_faults_per_sec = -1\n" + kGroup).key,
             "tiering.max_hint_faults_per_sec");
+}
+
+// promote_threshold: "auto" by default (resolved when [tiering] is applied), the
+// words for kvtier's promotion and the fault path's, a duration, or "keep".
+TEST(Config, TieringPromoteThresholdWords) {
+  const auto threshold = [](const std::string& v) {
+    auto c = parse_config("[tiering]\npromote_threshold = \"" + v + "\"\n" + kGroup, "t.toml");
+    return c ? c->tiering.promote_threshold : std::optional<TimeNs>{1};
+  };
+  EXPECT_EQ(threshold("auto"), kPromoteAuto);
+  EXPECT_EQ(threshold("kvtier"), kPromoteByKvtier);
+  EXPECT_EQ(threshold("first-access"), kPromoteOnFirstAccess);
+  EXPECT_EQ(threshold("250ms"), 250 * kNsPerMs);
+  EXPECT_EQ(threshold("keep"), std::nullopt);
+  const auto zero = only_problem("[tiering]\npromote_threshold = \"0s\"\n" + kGroup);
+  EXPECT_EQ(zero.key, "tiering.promote_threshold");
+  EXPECT_THAT(zero.message, HasSubstr("out of range"));
+  EXPECT_THAT(zero.message, HasSubstr("\"kvtier\""));
+}
+
+// promote_wake: how soon the promotion tick follows a touch of demoted memory.
+TEST(Config, DaemonPromoteWake) {
+  auto c = parse_config("[daemon]\npromote_wake = \"off\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->daemon.promote_wake.has_value());
+  auto fast = parse_config("[daemon]\npromote_wake = \"5ms\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(fast);
+  EXPECT_EQ(fast->daemon.promote_wake, 5 * kNsPerMs);
+  EXPECT_EQ(only_problem("[daemon]\npromote_wake = \"1min\"\n" + kGroup).key,
+            "daemon.promote_wake");
 }
 
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {

@@ -23,6 +23,7 @@
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
 #include "agent/replay/replay.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "fixture.hpp"
 #include "policy/config.hpp"
 
@@ -182,10 +183,12 @@ class ScriptedSource final : public HotnessSource {
     script_(now, targets, out);
     return {};
   }
+  agent::ReturnWatch* return_watch() override { return watch; }
   void stop() override {
     ++stops;
     ++*stops_seen;
   }
+  agent::ReturnWatch* watch = nullptr;  // not owned
 
   // What probe() answers: the host as it is when the loop starts the source.
   Availability probed{.ok = true, .why = "scripted"};
@@ -934,6 +937,70 @@ void hot_warm_and_back(TimeNs now, const std::vector<Pid>& pids, SourceBatch& ou
   for (Pid pid : pids) {
     if (now == kT0 + 25 * kSec) touch(out, pid, kWarm, now, 50);
   }
+}
+
+// A return watch that records what the loop arms and disarms.
+class RecordingWatch final : public agent::ReturnWatch {
+ public:
+  void arm(Pid pid, std::span<const AddrRange> ranges) override {
+    for (const auto& r : ranges) armed.emplace_back(pid, r);
+  }
+  void disarm(Pid pid, std::span<const AddrRange> ranges) override {
+    for (const auto& r : ranges) disarmed.emplace_back(pid, r);
+  }
+  [[nodiscard]] int epoll_fd() const override { return 42; }
+  [[nodiscard]] const agent::ReturnWatchStats& stats() const override { return stats_; }
+  std::vector<std::pair<Pid, AddrRange>> armed;
+  std::vector<std::pair<Pid, AddrRange>> disarmed;
+
+ private:
+  agent::ReturnWatchStats stats_{.armed = 3, .returns = 2};
+};
+
+// What kvtier demotes is armed in the faults source's return watch, what it
+// promotes is disarmed; and promote_threshold "auto" leaves promotion to
+// kvtierd (hot_threshold_ms 0) while the watch runs, to the fault path
+// (first-access) without it, including when the watch appears after [tiering]
+// was first applied.
+TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
+  const std::string threshold = "sys/kernel/debug/sched/numa_balancing/hot_threshold_ms";
+  Loop loop(hot_warm_and_back, true, SourceKind::kFault, kConfig, false, {}, true);
+  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
+  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
+  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
+    loop.host.write(debug + knob, "1000\n");
+  }
+  loop.host.write(debug + "scan_size_mb", "256\n");
+  RecordingWatch watch;
+  EXPECT_EQ(loop.ctl->wake_fd(), -1);
+  loop.step(kT0);
+  EXPECT_EQ(loop.host.read(threshold), "3600000") << "no watch yet: the fault path promotes";
+  loop.source->watch = &watch;
+  loop.step(kT0 + kSec);
+  EXPECT_EQ(loop.host.read(threshold), "0") << "a watch came: kvtierd promotes";
+  EXPECT_EQ(loop.ctl->wake_fd(), 42);
+  EXPECT_EQ(loop.describe(false)["tiering"]["return_watch"]["returns"], 2);
+  loop.steps_until(kT0 + 20 * kSec, kT0 + 2 * kSec);
+  ASSERT_FALSE(watch.armed.empty());
+  std::uint64_t armed_bytes = 0;
+  for (const auto& [pid, r] : watch.armed) {
+    EXPECT_EQ(pid, kServer);
+    EXPECT_FALSE(overlaps(r, kHot)) << "only what was demoted";
+    armed_bytes += r.bytes();
+  }
+  EXPECT_EQ(armed_bytes, loop.mem.bytes_on(kServer, {kPool, kPool + 4 * kMiB}, 1));
+  EXPECT_TRUE(watch.disarmed.empty());
+  loop.steps_until(kT0 + 30 * kSec, kT0 + 21 * kSec);
+  ASSERT_EQ(loop.mem.bytes_on(kServer, kWarm, 0), kMiB) << "promoted at t0 + 25 s";
+  std::uint64_t disarmed_bytes = 0;
+  for (const auto& [pid, r] : watch.disarmed) {
+    EXPECT_TRUE(overlaps(r, kWarm));
+    disarmed_bytes += r.bytes();
+  }
+  EXPECT_EQ(disarmed_bytes, kMiB);
+  loop.source->watch = nullptr;
+  loop.step(kT0 + 31 * kSec);
+  EXPECT_EQ(loop.host.read(threshold), "3600000") << "the watch went: the fault path again";
 }
 
 // Steps from t0 to t0 + 40 s with a promotion tick half-way between steps,
