@@ -31,6 +31,25 @@ std::string duration_text(double seconds) {
 }
 
 // One line per group: the placement feedback (docs/operate.md, loop.placement).
+// Who promotes a demoted page at its first access: kvtierd (the return watch
+// wakes it; hot_threshold_ms 0) or the kernel in the workload's fault path.
+void print_promotion(const json& t) {
+  const json w = t.value("return_watch", json());
+  const json th = t.value("hot_threshold_ms", json());
+  if (!w.is_object() && !th.is_number()) return;
+  const std::string watch = w.is_object()
+                                ? fmt::format("return watch: {} touches of {} chunks armed",
+                                              get_or<std::uint64_t>(w, "returns", 0),
+                                              get_or<std::uint64_t>(w, "armed", 0))
+                                : std::string("no return watch");
+  if (th.is_number() && th.get<std::uint64_t>() == 0) {
+    fmt::print("  {:<11} by kvtierd, out of the workload's fault path ({})\n", "promotion", watch);
+  } else if (th.is_number()) {
+    fmt::print("  {:<11} in the workload's fault path (hot_threshold_ms {}; {})\n", "promotion",
+               th.get<std::uint64_t>(), watch);
+  }
+}
+
 void print_placement(const json& loop) {
   for (const auto& g : loop.value("placement", json::array())) {
     const auto bytes = [&](const char* key) {
@@ -66,6 +85,7 @@ void print_placement(const json& loop) {
                "tiering", get_or(t, "tiering_mode", false) ? "on" : "off",
                t.value("changed", json::array()).size());
   }
+  print_promotion(t);
 }
 
 // What runs (sources and mover, and why), whether moves happen, and what is

@@ -82,6 +82,21 @@ TEST(Status, NothingYetAndObserveOnly) {
   EXPECT_THAT(out, Not(HasSubstr("  memory "))) << "nor of its memory";
 }
 
+// Who promotes at first access: kvtierd with its return watch, or the fault path.
+TEST(Status, SaysWhoPromotes) {
+  json st = reply();
+  st["loop"]["tiering"] = {{"tiering_mode", true},
+                           {"changed", json::array()},
+                           {"hot_threshold_ms", 0},
+                           {"return_watch", {{"armed", 120}, {"returns", 7}}}};
+  EXPECT_THAT(printed(st), HasSubstr("  promotion   by kvtierd, out of the workload's fault path "
+                                     "(return watch: 7 touches of 120 chunks armed)\n"));
+  st["loop"]["tiering"]["hot_threshold_ms"] = 3600000;
+  st["loop"]["tiering"]["return_watch"] = nullptr;
+  EXPECT_THAT(printed(st), HasSubstr("  promotion   in the workload's fault path (hot_threshold_ms "
+                                     "3600000; no return watch)\n"));
+}
+
 // Where kvtierd's CPU went: the process over its uptime, and the loop thread's
 // phases largest first, moving pages named as such.
 TEST(Status, CpuByPhase) {
