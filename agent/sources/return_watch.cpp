@@ -71,7 +71,7 @@ void BpfReturnWatch::disarm(Pid pid, std::span<const AddrRange> ranges) {
   update(pid, ranges, false);
 }
 
-void BpfReturnWatch::keep_only(std::span<const Pid> pids) {
+void BpfReturnWatch::keep_only(std::span<const Pid> pids) const {
   // Collect first: deleting while walking with get_next_key restarts the walk.
   std::vector<kvt_return_key> doomed;
   kvt_return_key key{};

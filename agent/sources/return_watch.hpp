@@ -62,7 +62,7 @@ class BpfReturnWatch final : public ReturnWatch {
   [[nodiscard]] int epoll_fd() const override;
   [[nodiscard]] const ReturnWatchStats& stats() const override { return stats_; }
   // Drops the chunks of every process not in `pids` (sorted).
-  void keep_only(std::span<const Pid> pids);
+  void keep_only(std::span<const Pid> pids) const;
   // Takes the reports waiting (so the fd is quiet again); returns how many.
   Result<std::size_t> drain();
 
