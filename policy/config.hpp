@@ -154,7 +154,7 @@ struct TieringConfig {
   NumaBalancingMode numa_balancing = NumaBalancingMode::kTiering;
   // hot_threshold_ms: a hint fault promotes its page in the fault path if the page
   // was unmapped less than this long ago.
-  std::optional<TimeNs> promote_threshold = kPromoteAuto;
+  std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;
   // scan_period_min_ms / scan_period_max_ms: how often a task's slow-tier pages
   // are unmapped, in the task's own CPU time. Equal, so the kernel cannot
   // lengthen the period (docs/configuration.md says why it would).

@@ -800,7 +800,7 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
     }
     for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now, demotion);
     // Demoted: its first touch wakes the promotion tick. Promoted: no longer watched.
-    if (ReturnWatch* w = return_watch()) {
+    if (ReturnWatch* w = active_watch()) {
       if (demotion && st.moved > 0) {
         w->arm(pid, ranges);
       } else if (!demotion) {
@@ -824,7 +824,7 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
 // Whatever sits on a slow node is watched, not only what kvtier demoted: blocks
 // the kernel placed there when DRAM was full are read back as soon.
 void Controller::watch_slow_runs(const Target& t, const PageMap& map) {
-  ReturnWatch* w = return_watch();
+  ReturnWatch* w = active_watch();
   if (w == nullptr) return;
   const policy::NodeFacts facts(state_.topology);
   std::vector<AddrRange> slow;
@@ -832,6 +832,12 @@ void Controller::watch_slow_runs(const Target& t, const PageMap& map) {
     if (run.node >= 0 && slow_for(facts, t.group, run.node)) slow.push_back(run.range);
   }
   w->arm(t.pid, slow);
+}
+
+// The watch, while kvtierd promotes at first touch itself: with the kernel
+// promoting in the fault path, a wake-up would find the page promoted already.
+ReturnWatch* Controller::active_watch() const {
+  return state_.fault_path_promotions ? nullptr : return_watch();
 }
 
 ReturnWatch* Controller::return_watch() const {
@@ -843,7 +849,7 @@ ReturnWatch* Controller::return_watch() const {
 }
 
 int Controller::wake_fd() const {
-  const ReturnWatch* w = state_.wake_blocked ? nullptr : return_watch();
+  const ReturnWatch* w = state_.wake_blocked ? nullptr : active_watch();
   return w != nullptr ? w->epoll_fd() : -1;
 }
 

@@ -135,6 +135,7 @@ class Controller {
  private:
   // The first started source's return watch, if any.
   [[nodiscard]] ReturnWatch* return_watch() const;
+  [[nodiscard]] ReturnWatch* active_watch() const;
   void watch_slow_runs(const Target& t, const PageMap& map);
   Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);

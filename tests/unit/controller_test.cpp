@@ -964,7 +964,8 @@ class RecordingWatch final : public agent::ReturnWatch {
 // was first applied.
 TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
   const std::string threshold = "sys/kernel/debug/sched/numa_balancing/hot_threshold_ms";
-  Loop loop(hot_warm_and_back, true, SourceKind::kFault, kConfig, false, {}, true);
+  const std::string config = std::string(kConfig) + "[tiering]\npromote_threshold = \"auto\"\n";
+  Loop loop(hot_warm_and_back, true, SourceKind::kFault, config, false, {}, true);
   const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
   loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
   for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
@@ -1001,6 +1002,26 @@ TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
   loop.source->watch = nullptr;
   loop.step(kT0 + 31 * kSec);
   EXPECT_EQ(loop.host.read(threshold), "3600000") << "the watch went: the fault path again";
+}
+
+// With the kernel promoting in the fault path ("first-access", the default) the
+// watch is neither armed nor a wake-up: the page would be promoted already.
+TEST(Controller, TheFaultPathPromotingLeavesTheReturnWatchAlone) {
+  Loop loop(hot_warm_and_back, true, SourceKind::kFault, kConfig, false, {}, true);
+  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
+  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
+  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
+    loop.host.write(debug + knob, "1000\n");
+  }
+  loop.host.write(debug + "scan_size_mb", "256\n");
+  RecordingWatch watch;
+  loop.source->watch = &watch;
+  loop.steps_until(kT0 + 30 * kSec);
+  EXPECT_EQ(loop.host.read(debug + "hot_threshold_ms"), "3600000");
+  ASSERT_GT(loop.mem.bytes_on(kServer, {kPool, kPool + 4 * kMiB}, 1), 0U) << "it did demote";
+  EXPECT_TRUE(watch.armed.empty());
+  EXPECT_TRUE(watch.disarmed.empty());
+  EXPECT_EQ(loop.ctl->wake_fd(), -1);
 }
 
 // Steps from t0 to t0 + 40 s with a promotion tick half-way between steps,
