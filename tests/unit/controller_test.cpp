@@ -720,6 +720,17 @@ TEST(Controller, AReloadKeepsTheBucketLevel) {
   EXPECT_EQ(loop.describe(false)["budget_bytes"], 320 * kKiB);
 }
 
+// The kernel's tiering knobs at their defaults in a fixture /proc and /sys.
+constexpr const char* kTieringDebug = "sys/kernel/debug/sched/numa_balancing/";
+void write_tiering_knobs(Fixture& host) {
+  const std::string debug = kTieringDebug;
+  host.write("proc/sys/kernel/numa_balancing", "0\n");
+  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
+    host.write(debug + knob, "1000\n");
+  }
+  host.write(debug + "scan_size_mb", "256\n");
+}
+
 // The kernel's scan runs once per scan period of a process's own CPU time, so a
 // busy server faults far more often: above [tiering] max_hint_faults_per_sec the
 // step lengthens both periods in proportion (at most 8 times a step), below a
@@ -728,12 +739,8 @@ TEST(Controller, AReloadKeepsTheBucketLevel) {
 TEST(Controller, TheScanPeriodFollowsTheHintFaultBudget) {
   const std::string config = std::string(kConfig) + "[tiering]\nmax_hint_faults_per_sec = 1000\n";
   Loop loop(hot_and_warm, true, SourceKind::kFault, config, false, {}, true);
-  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
-  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
-  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
-    loop.host.write(debug + knob, "1000\n");
-  }
-  loop.host.write(debug + "scan_size_mb", "256\n");
+  const std::string debug = kTieringDebug;
+  write_tiering_knobs(loop.host);
   std::uint64_t faults = 0;
   const auto step_with = [&](TimeNs t, std::uint64_t per_sec, TimeNs dt) {
     faults += per_sec * static_cast<std::uint64_t>(dt / kSec);
@@ -966,12 +973,7 @@ TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
   const std::string threshold = "sys/kernel/debug/sched/numa_balancing/hot_threshold_ms";
   const std::string config = std::string(kConfig) + "[tiering]\npromote_threshold = \"auto\"\n";
   Loop loop(hot_warm_and_back, true, SourceKind::kFault, config, false, {}, true);
-  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
-  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
-  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
-    loop.host.write(debug + knob, "1000\n");
-  }
-  loop.host.write(debug + "scan_size_mb", "256\n");
+  write_tiering_knobs(loop.host);
   RecordingWatch watch;
   EXPECT_EQ(loop.ctl->wake_fd(), -1);
   loop.step(kT0);
@@ -1008,12 +1010,8 @@ TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
 // watch is neither armed nor a wake-up: the page would be promoted already.
 TEST(Controller, TheFaultPathPromotingLeavesTheReturnWatchAlone) {
   Loop loop(hot_warm_and_back, true, SourceKind::kFault, kConfig, false, {}, true);
-  const std::string debug = "sys/kernel/debug/sched/numa_balancing/";
-  loop.host.write("proc/sys/kernel/numa_balancing", "0\n");
-  for (const char* knob : {"hot_threshold_ms", "scan_period_min_ms", "scan_period_max_ms"}) {
-    loop.host.write(debug + knob, "1000\n");
-  }
-  loop.host.write(debug + "scan_size_mb", "256\n");
+  const std::string debug = kTieringDebug;
+  write_tiering_knobs(loop.host);
   RecordingWatch watch;
   loop.source->watch = &watch;
   loop.steps_until(kT0 + 30 * kSec);
