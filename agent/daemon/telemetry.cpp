@@ -87,6 +87,9 @@ Telemetry::Telemetry() {
   describe("kvtier_loop_cpu_seconds_total", MetricKind::kCounter,
            "CPU time of the control loop's thread, kernel work in its syscalls included, by "
            "phase (discover, sources, residency, plan, move: moving pages)");
+  describe("kvtier_return_watch_chunks_total", MetricKind::kCounter,
+           "The faults source's return watch, in 64 KiB chunks, by event (armed, returned, "
+           "failed)");
   describe("process_cpu_seconds_total", MetricKind::kCounter,
            "User and system CPU time kvtierd has used, all threads, in seconds");
   describe("process_resident_memory_bytes", MetricKind::kGauge,

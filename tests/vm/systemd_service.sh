@@ -116,7 +116,8 @@ numa_during=$(cat /proc/sys/kernel/numa_balancing)
   bad "kernel.numa_balancing is $numa_during under kvtierd (want 3: [tiering] numa_balancing = \"tiering\")"
 # kvtierctl status may time out on a loaded guest: asked again for up to 30 s.
 tiering_set() {
-  tiering=$(ctl_json | grep -o '"tiering":{[^}]*}' | head -n 1)
+  # The object nests return_watch's: match one level of inner braces.
+  tiering=$(ctl_json | grep -o '"tiering":{\([^{}]*\({[^{}]*}\)\{0,1\}\)*}' | head -n 1)
   grep -q '"error":""' <<<"$tiering" && grep -q '"tiering_mode":true' <<<"$tiering"
 }
 wait_for 30 tiering_set && ok "[tiering] knobs set: $tiering" || bad "[tiering]: '$tiering'"
