@@ -734,6 +734,16 @@ def run_context(aggs):
     }
 
 
+def guest_cpus(meta):
+    """The guest's vCPUs and clock, from a run's meta file (runs before --vcpus had 2 vCPUs on
+    the host's clock)."""
+    vcpus = meta.get("vcpus", 2)
+    icount = meta.get("icount", "off") or "off"
+    clock = ("the host's clock" if icount == "off"
+             else f"a clock that counts instructions (-icount {icount})")
+    return f"{vcpus} vCPU{'s' if vcpus != 1 else ''} on node 0, {clock}"
+
+
 def settings_md(results):
     out = []
     ok = [r for r in results if r["status"] == "ok" or r.get("layout")]
@@ -741,7 +751,8 @@ def settings_md(results):
     if lay:
         nodes = ", ".join(f"node {n}: {v['total_kib'] // 1024} MiB total, {v['free_kib'] // 1024} MiB free at start"
                           for n, v in sorted(lay["nodes"].items()))
-        out.append(f"- Guest: Linux {lay['kernel']} under QEMU TCG, 2 vCPUs on node 0; {nodes}; "
+        meta = next((r["meta"] for r in ok if (r.get("meta") or {}).get("vcpus")), None) or {}
+        out.append(f"- Guest: Linux {lay['kernel']} under QEMU TCG, {guest_cpus(meta)}; {nodes}; "
                    f"memory tiers: {lay['memory_tiers'].replace(chr(10), ', ')}.")
     ks = next((r["kvsim_start"] for r in results if r.get("kvsim_start")), None)
     if ks:

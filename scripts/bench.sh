@@ -6,7 +6,7 @@
 #
 # Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
 #                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
-#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--idle-threads N] [--flat-out]
+#                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--vcpus N] [--icount SPEC|off] [--idle-threads N] [--flat-out]
 #                         [--report-only]
 #   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
 #   --out       where results go (default build/bench/<date>)
@@ -21,6 +21,12 @@
 #   --thp       kvsim's pool in 4 KiB pages (never, the default: kvsim --no-hugepages) or as the
 #               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md)
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
+#   --vcpus     the guest's CPUs (default 1; scripts/vm/run --vcpus). One TCG thread runs them in
+#               turn, and a guest process is charged for the time its vCPU waits for its turn:
+#               with 2, kvsim's CPU also counts what kvtierd, the oracle or the probe ran meanwhile
+#   --icount    QEMU's -icount for the guests (default shift=0,sleep=on: the guest's clock counts
+#               the instructions it runs, 1 ns each, so CPU times are the same whatever else the
+#               host runs; "off": the host's clock, and a busy host's time is charged to the guest)
 #   --idle-threads  N more kvsim threads that only wait (default 0: kvsim is single-threaded,
 #               so the kernel's NUMA scan never unmaps its pages in DRAM; see bench/results/2026-12-03-12-blind-spot-server-threads.md)
 #   --flat-out  kvsim runs its decode steps back to back (--step-ms 0) instead of paced to the
@@ -47,6 +53,8 @@ thp=never
 budget=256MiB
 mem0=256
 mem1=1024
+vcpus=1
+icount=shift=0,sleep=on
 idle_threads=0
 flat_out=0
 report_only=0
@@ -63,6 +71,8 @@ while (($#)); do
     --budget) budget=${2:?}; shift ;;
     --mem0) mem0=${2:?}; shift ;;
     --mem1) mem1=${2:?}; shift ;;
+    --vcpus) vcpus=${2:?}; shift ;;
+    --icount) icount=${2:?}; shift ;;
     --idle-threads) idle_threads=${2:?}; shift ;;
     --flat-out) flat_out=1 ;;
     --report-only) report_only=1 ;;
@@ -74,6 +84,9 @@ done
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "bench: --duration '$duration' is not a positive integer" >&2; exit 2; }
 [[ $idle_threads =~ ^[0-9]+$ ]] || { echo "bench: --idle-threads '$idle_threads' is not a whole number" >&2; exit 2; }
 [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "bench: --repeat '$repeat' is not a positive integer" >&2; exit 2; }
+[[ $vcpus =~ ^[1-9][0-9]*$ ]] || { echo "bench: --vcpus '$vcpus' is not a positive integer" >&2; exit 2; }
+icount_args=()
+[[ $icount == off ]] || icount_args=(--icount "$icount")
 case $thp in
   never | system) ;;
   *) echo "bench: --thp '$thp': use never or system" >&2; exit 2 ;;
@@ -139,7 +152,7 @@ if ((!report_only)); then
       t0=$(date +%s)
       rc=0
       KVTIER_VM_APPEND="nokaslr${KVTIER_VM_APPEND:+ $KVTIER_VM_APPEND}" "$top/scripts/vm/run" --kernel "$kernel" \
-        --mem0 "$mem0" --mem1 "$mem1" --timeout $((duration + 300)) -- \
+        --mem0 "$mem0" --mem1 "$mem1" --vcpus "$vcpus" ${icount_args[@]+"${icount_args[@]}"} --timeout $((duration + 300)) -- \
         env "${pass[@]}" sh /kvtier/scripts/bench/guest.sh "$mode" "$duration" "${kvsim_args[@]}" \
         >"$out/$run.jsonl" 2>"$out/$run.stderr" || rc=$?
       t1=$(date +%s)
@@ -151,8 +164,8 @@ if ((!report_only)); then
         *) why="the guest command exited $rc" ;;
       esac
       [[ -n $why ]] && why="$why; see $out/$run.stderr" && failed=1
-      printf '{"mode":"%s","run":%d,"vm_status":%d,"wall_s":%d,"mem0_mib":%d,"mem1_mib":%d,"budget":"%s","kernel":"%s","trace":"%s","trace_file":"%s","thp":"%s","duration_s":%d,"why":"%s"}\n' \
-        "$mode" "$r" "$rc" $((t1 - t0)) "$mem0" "$mem1" "$budget" "$kernel" "$trace" "$trace_file" "$thp" "$duration" "$why" >"$out/$run.meta.json"
+      printf '{"mode":"%s","run":%d,"vm_status":%d,"wall_s":%d,"mem0_mib":%d,"mem1_mib":%d,"vcpus":%d,"icount":"%s","budget":"%s","kernel":"%s","trace":"%s","trace_file":"%s","thp":"%s","duration_s":%d,"why":"%s"}\n' \
+        "$mode" "$r" "$rc" $((t1 - t0)) "$mem0" "$mem1" "$vcpus" "$icount" "$budget" "$kernel" "$trace" "$trace_file" "$thp" "$duration" "$why" >"$out/$run.meta.json"
       echo "bench: run $r/$repeat, mode $mode: done in $((t1 - t0)) s (guest status $rc)" >&2
     done
   done
