@@ -39,6 +39,22 @@ bool parse_hex(std::string_view s, std::uint64_t& out) {
   return ec == std::errc{} && ptr == s.data() + s.size();
 }
 
+// "fe:01": the major and minor numbers of a device, in hex.
+bool parse_dev(std::string_view s, std::uint32_t& major, std::uint32_t& minor) {
+  const auto colon = s.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::uint64_t ma = 0;
+  std::uint64_t mi = 0;
+  if (!parse_hex(s.substr(0, colon), ma) || !parse_hex(s.substr(colon + 1), mi) ||
+      ma > std::numeric_limits<std::uint32_t>::max() ||
+      mi > std::numeric_limits<std::uint32_t>::max()) {
+    return false;
+  }
+  major = static_cast<std::uint32_t>(ma);
+  minor = static_cast<std::uint32_t>(mi);
+  return true;
+}
+
 }  // namespace
 
 std::vector<Pid> list_pids(const HostPaths& paths) {
@@ -148,7 +164,8 @@ Result<std::vector<MapEntry>> parse_maps(std::string_view text, std::string_view
     const auto dash = range.find('-');
     if (dash == std::string::npos || !parse_hex(range.substr(0, dash), e.range.start) ||
         !parse_hex(range.substr(dash + 1), e.range.end) || !parse_hex(offset, e.offset) ||
-        e.range.end < e.range.start || e.perms.size() != 4) {
+        e.range.end < e.range.start || e.perms.size() != 4 ||
+        !parse_dev(dev, e.dev_major, e.dev_minor)) {
       return fail(fmt::format("{}:{}: malformed maps line '{}'", what, lineno, line));
     }
     std::getline(in >> std::ws, e.path);
@@ -161,6 +178,13 @@ bool is_movable_anon(const MapEntry& e) {
   const bool private_rw = e.perms[0] == 'r' && e.perms[1] == 'w' && e.perms[3] == 'p';
   const bool anonymous = e.inode == 0 && (e.path.empty() || e.path == "[heap]");
   return private_rw && anonymous;
+}
+
+bool is_shared_pool(const MapEntry& e) {
+  const bool shared_rw = e.perms[0] == 'r' && e.perms[1] == 'w' && e.perms[3] == 's';
+  const bool shmem = e.path.starts_with("/memfd:") || e.path.starts_with("/dev/shm/") ||
+                     e.path.starts_with("/SYSV");
+  return shared_rw && shmem && e.inode != 0;
 }
 
 }  // namespace kvtier::agent

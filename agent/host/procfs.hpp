@@ -45,6 +45,8 @@ struct MapEntry {
   AddrRange range;
   std::string perms;  // "rw-p"
   std::uint64_t offset = 0;
+  std::uint32_t dev_major = 0;  // the device of the file ("fe:01"); 0:N for tmpfs, memfd, SysV
+  std::uint32_t dev_minor = 0;
   std::uint64_t inode = 0;
   std::string path;  // "", "[heap]", "[stack]", "/usr/lib/..."
 };
@@ -57,5 +59,11 @@ Result<std::vector<MapEntry>> parse_maps(std::string_view text, std::string_view
 // anonymous mmap, where inference servers keep their KV cache). Stacks, vdso
 // and file mappings are left alone.
 bool is_movable_anon(const MapEntry& e);
+
+// A KV pool in shared memory that several processes may map (docs/sources.md,
+// "Shared pools"): a writable MAP_SHARED mapping of a memfd ("/memfd:NAME
+// (deleted)"), a /dev/shm file or a SysV segment ("/SYSV..."), all shmem
+// pages that move_pages(2) moves. Device and inode name the pool.
+bool is_shared_pool(const MapEntry& e);
 
 }  // namespace kvtier::agent
