@@ -33,6 +33,7 @@
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
 #include "agent/daemon/recording.hpp"
+#include "agent/daemon/shared_pools.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
 #include "agent/daemon/views.hpp"
@@ -283,12 +284,17 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
     spdlog::error("{}", caps.error().message);
     return kvtier::fail(caps.error().message, kExitCapability);
   }
+  // A shared pool's pages that its owner never touched are found, and moved,
+  // through the pool's other mappings (agent/daemon/shared_pools.hpp).
+  auto pools = std::make_shared<agent::SharedPools>();
+  const agent::MovePagesFn move_pages = agent::through_sharers(agent::system_move_pages(), pools);
   agent::ControllerDeps deps{
       .paths = paths,
       .sources = std::move(*sources),
-      .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
+      .residency = agent::ResidencyReader(move_pages, 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
-      .self = getpid()};
+      .self = getpid(),
+      .pools = pools};
   if (!observe.empty()) {
     deps.observe_reason = observe;
     spdlog::warn("observe-only mode: {}; heat is measured, no page is moved", observe);
@@ -296,8 +302,13 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
     deps.mover = std::make_unique<agent::DryRunMover>();
   } else {
     deps.tiering = std::make_unique<agent::KernelTiering>(paths);
+    agent::MovePagesDeps mover_deps;
+    mover_deps.move_pages = move_pages;
     deps.mover = std::make_unique<agent::MovePagesMover>(
-        agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages});
+        // MPOL_MF_MOVE_ALL: a shared pool's pages are mapped by every sharer
+        // (docs/configuration.md, "Shared pools"); kvtierd holds CAP_SYS_NICE for it.
+        agent::MovePagesConfig{.batch_units = cfg.mover.batch_pages, .move_shared = true},
+        std::move(mover_deps));
   }
   return deps;
 }

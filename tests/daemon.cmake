@@ -21,7 +21,7 @@ kvtier_vm_test(daemon_demotes daemon_demotes.sh)
 # The control loop, step by step over a fixture /proc + /sys tree, with a
 # scripted source, a scripted page-node query and a recording mover.
 kvtier_gtest(unit_controller unit
-  SOURCES unit/controller_test.cpp unit/replay_truth_test.cpp
+  SOURCES unit/controller_test.cpp unit/replay_truth_test.cpp unit/shared_pools_test.cpp
   LIBS agent_controller agent_replay)
 
 # kvtierctl replay end to end on the guest recording: every step makes the recorded plan.

@@ -17,6 +17,7 @@
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/recording.hpp"
+#include "agent/daemon/shared_pools.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/views.hpp"
@@ -76,6 +77,16 @@ std::map<int, std::uint64_t> bytes_per_node(const policy::HeatTable& heat, TimeN
   return out;
 }
 
+// What the sources watch of a target: its tracked mappings and its borrowed
+// mappings of shared pools (their evidence goes to the pool's owner), sorted.
+std::vector<AddrRange> watched_ranges(const Target& t) {
+  if (t.borrowed.empty()) return t.vmas;
+  std::vector<AddrRange> out = t.vmas;
+  out.insert(out.end(), t.borrowed.begin(), t.borrowed.end());
+  std::ranges::sort(out, {}, &AddrRange::start);
+  return out;
+}
+
 // Whether `addr` lies in one of `vmas` (sorted, disjoint).
 bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
   auto it = std::ranges::upper_bound(vmas, addr, {}, &AddrRange::start);
@@ -86,7 +97,7 @@ bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
 
 Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeNs now)
     : deps_(std::move(deps)),
-      state_(std::move(config), TargetSet(deps_.paths, deps_.self)),
+      state_(std::move(config), TargetSet(deps_.paths, deps_.self, deps_.pools)),
       bucket_(state_.config.config.limits.migrate_rate, state_.config.config.limits.migrate_burst,
               now) {
   for (const auto& s : deps_.sources) {
@@ -391,7 +402,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
 Result<void> Controller::tell_ranges() {
   std::vector<TargetRanges> ranges;
   for (const auto& [pid, t] : state_.targets.all()) {
-    ranges.push_back(TargetRanges{.pid = pid, .ranges = t.vmas});
+    ranges.push_back(TargetRanges{.pid = pid, .ranges = watched_ranges(t)});
   }
   for (std::size_t i = 0; i < deps_.sources.size(); ++i) {
     if (!state_.sources[i].started) continue;
@@ -476,6 +487,8 @@ void Controller::ingest(TimeNs now, Telemetry& telemetry) {
       state_.sources[i].error = ok.error().message;
       spdlog::warn("source {}: {}", src.name(), ok.error().message);
     }
+    // What the sharers of a pool saw is its owner's evidence (shared_pools.hpp).
+    state_.targets.pools().to_owners(batch.samples, batch.regions);
     rec(now, [&] { return RecBatch{.source = static_cast<std::uint32_t>(i), .batch = batch}; });
     add_to_heat(batch);
     telemetry.record_source_batch(src.name(), batch.samples.size(), batch.regions.size());

@@ -21,6 +21,7 @@
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
 #include "agent/daemon/recording.hpp"
+#include "agent/daemon/shared_pools.hpp"
 #include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
@@ -67,6 +68,10 @@ struct ControllerDeps {
   std::unique_ptr<KernelTiering> tiering;
   // The NUMA topology and free memory now. Null: read from paths' sysfs.
   std::function<Result<policy::Topology>()> topology;
+  // The shared pools the targets map (TargetSet::track_vmas keeps them); the
+  // residency reader's and the mover's move_pages may reach a pool's pages
+  // through them (through_sharers).
+  std::shared_ptr<SharedPools> pools = std::make_shared<SharedPools>();
   // The loop thread's CPU clock (LoopState::cpu). Null: CLOCK_THREAD_CPUTIME_ID.
   std::function<TimeNs()> thread_cpu;
 };

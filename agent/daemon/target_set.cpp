@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "agent/daemon/shared_pools.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "policy/config.hpp"
@@ -45,17 +47,18 @@ struct TrackedVmas {
   std::uint64_t skipped_bytes = 0;
 };
 
-// The movable anonymous mappings of 1 MiB or more, in address order, up to
-// `host_bytes` in all (0: no bound). Residency is read page by page every
-// step, so what is tracked must stay within what the host could hold: a
-// mapping larger than all its memory is a reservation (an allocator's arena,
-// a sanitizer's shadow), mostly never touched, and any process can make one
-// of many terabytes for free.
-TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_bytes) {
+// The movable anonymous mappings of 1 MiB or more and the shared pools `pid`
+// owns, in address order, up to `host_bytes` in all (0: no bound). Residency is read page by page
+// every step, so what is tracked must stay within what the host could hold: a mapping larger than
+// all its memory is a reservation (an allocator's arena, a sanitizer's shadow), mostly never
+// touched, and any process can make one of many terabytes for free.
+TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_bytes,
+                      const SharedPools& pools, Pid pid) {
   TrackedVmas out;
   std::uint64_t tracked = 0;
   for (const auto& e : maps) {
-    if (!is_movable_anon(e) || e.range.bytes() < kMinVmaBytes) continue;
+    const bool mine = is_movable_anon(e) || (is_shared_pool(e) && pools.owns(pid, e.range));
+    if (!mine || e.range.bytes() < kMinVmaBytes) continue;
     if (host_bytes > 0 && tracked + e.range.bytes() > host_bytes) {
       out.skipped_bytes += e.range.bytes();
       continue;
@@ -68,7 +71,8 @@ TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_byte
 
 }  // namespace
 
-TargetSet::TargetSet(HostPaths paths, Pid self) : paths_(std::move(paths)), self_(self) {}
+TargetSet::TargetSet(HostPaths paths, Pid self, std::shared_ptr<SharedPools> pools)
+    : paths_(std::move(paths)), self_(self), pools_(std::move(pools)) {}
 
 bool TargetSet::discover(const policy::CompiledConfig& config, const HeatParamsFn& params) {
   std::set<Pid> seen;
@@ -150,11 +154,17 @@ bool TargetSet::rematch(const policy::CompiledConfig& config, const HeatParamsFn
 }
 
 void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
+  std::map<Pid, std::vector<MapEntry>> maps;
   for (auto& [pid, t] : targets_) {
-    auto maps = read_maps(paths_, pid);
-    if (!maps) continue;  // gone: discover() drops it next step
+    auto m = read_maps(paths_, pid);
+    if (!m) continue;  // gone: discover() drops it next step
     t.threads = read_thread_count(paths_, pid).value_or(0);
-    const TrackedVmas picked = pick_vmas(*maps, host_bytes);
+    maps.emplace(pid, std::move(*m));
+  }
+  pools_->update(maps, kMinVmaBytes);
+  for (auto& [pid, entries] : maps) {
+    Target& t = targets_.at(pid);
+    const TrackedVmas picked = pick_vmas(entries, host_bytes, *pools_, pid);
     if (picked.skipped_bytes > 0 && !t.said_reservations) {
       t.said_reservations = true;
       spdlog::warn(
@@ -168,6 +178,7 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
     // New mappings' pages have no node yet: the residency phase reads them all.
     if (!added.empty()) t.last_full_residency = 0;
     t.vmas = picked.vmas;
+    t.borrowed = pools_->borrowed(pid);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/daemon/shared_pools.hpp"
 #include "agent/host/host_paths.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
@@ -28,7 +29,10 @@ struct Target {
   // scan never unmaps a single-threaded process's pages on the node it runs
   // on, so its reads there cause no hint faults.
   std::uint32_t threads = 0;
-  std::vector<AddrRange> vmas;  // tracked anonymous mappings, sorted
+  std::vector<AddrRange> vmas;  // tracked mappings (anonymous, and the pools it owns), sorted
+  // Its mappings of shared pools another mapping tracks (SharedPools::borrowed):
+  // the sources watch them, their heat is the owner's.
+  std::vector<AddrRange> borrowed;
   std::unique_ptr<policy::HeatTable> heat;
   // From the last residency read (ResidencyReader::map).
   std::map<int, std::uint64_t> bytes_per_node;
@@ -53,7 +57,10 @@ using HeatParamsFn = std::function<policy::HeatParams(std::size_t group)>;
 
 class TargetSet {
  public:
-  TargetSet(HostPaths paths, Pid self);
+  // `pools`: where track_vmas() keeps the shared pools (the residency reader
+  // and the mover may read it too: through_sharers).
+  TargetSet(HostPaths paths, Pid self,
+            std::shared_ptr<SharedPools> pools = std::make_shared<SharedPools>());
 
   // Reads /proc: processes the config selects join (a target whose group
   // changed starts afresh), those gone or no longer selected leave. True when
@@ -71,7 +78,9 @@ class TargetSet {
   // True when a target left.
   bool rematch(const policy::CompiledConfig& config, const HeatParamsFn& params);
   // Tracks each target's movable anonymous mappings of 1 MiB or more
-  // (/proc/PID/maps) in its heat table, and untracks those that went. At most
+  // (/proc/PID/maps) in its heat table, and the shared pools it owns
+  // (SharedPools: one owner per pool among the targets that map it; the
+  // others' mappings are borrowed), and untracks those that went. At most
   // `host_bytes` (the host's memory; 0: no bound) are tracked per target: the
   // mappings past it are reservations that could never all be resident, and
   // are logged once per target.
@@ -83,6 +92,8 @@ class TargetSet {
   [[nodiscard]] Target* find(Pid pid);
   [[nodiscard]] std::size_t size() const { return targets_.size(); }
   [[nodiscard]] std::vector<Pid> pids() const;
+  // The shared pools the targets map, as of the last track_vmas().
+  [[nodiscard]] const SharedPools& pools() const { return *pools_; }
 
  private:
   struct Verdict {
@@ -94,6 +105,7 @@ class TargetSet {
   HostPaths paths_;
   Pid self_;
   std::map<Pid, Target> targets_;
+  std::shared_ptr<SharedPools> pools_;
 };
 
 }  // namespace kvtier::agent

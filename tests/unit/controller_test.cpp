@@ -5,6 +5,7 @@
 
 #include "agent/daemon/controller.hpp"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -913,6 +914,64 @@ TEST(Controller, WithoutAWatcherEveryStepReadsProc) {
   add_process(loop.host, kSecond, "vllm", std::string("vllm\0serve", 10), "/system.slice/vllm");
   loop.step(kT0 + kSec);
   EXPECT_EQ(loop.source->targets, (std::vector<Pid>{kServer, kSecond}));
+}
+
+// Issue 37: two workers map one memfd pool, at other addresses. The lower pid
+// owns it (tracks it, and its pages move through that pid); what the other
+// reads there keeps the owner's pages at the same offset hot. The owner itself
+// never reads the pool: without the merge, all of it would go after cold_age.
+TEST(Controller, ASharedPoolIsTrackedOnceAndEverySharersReadsKeepItHot) {
+  constexpr Pid kWorker = 4243;
+  constexpr std::uint64_t kOwnerPool = 0x7f1000000000;
+  constexpr std::uint64_t kWorkerPool = 0x7e5000000000;
+  const auto memfd = [](std::uint64_t at) {
+    return fmt::format("{:x}-{:x} rw-s 00000000 00:01 2048   /memfd:kv-pool (deleted)\n", at,
+                       at + 8 * kMiB);
+  };
+  // The worker's hot MiB of the pool: bytes 2 to 3 MiB of the file.
+  auto script = [&](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) {
+      if (pid == kWorker)
+        touch(out, pid, {kWorkerPool + 2 * kMiB, kWorkerPool + 3 * kMiB}, now, 10);
+    }
+  };
+  Loop loop(script);
+  add_process(loop.host, kWorker, "vllm", std::string("vllm\0worker", 11), "/system.slice/vllm");
+  for (const Pid pid : {kServer, kWorker}) {
+    const std::string maps = loop.host.path("proc/" + std::to_string(pid) + "/maps");
+    std::ofstream(maps, std::ios::app) << memfd(pid == kServer ? kOwnerPool : kWorkerPool);
+  }
+  loop.mem.place(kServer, {kOwnerPool, kOwnerPool + 8 * kMiB}, 0);
+  loop.mem.place(kWorker, {kPool, kPool + 4 * kMiB}, 0);
+  loop.steps_until(kT0 + 12 * kSec);
+
+  const auto& targets = loop.ctl->state().targets;
+  ASSERT_EQ(targets.size(), 2U);
+  EXPECT_EQ(
+      targets.find(kServer)->vmas,
+      (std::vector<AddrRange>{{kPool, kPool + 4 * kMiB}, {kOwnerPool, kOwnerPool + 8 * kMiB}}));
+  EXPECT_EQ(targets.find(kWorker)->vmas, (std::vector<AddrRange>{{kPool, kPool + 4 * kMiB}}));
+  EXPECT_EQ(targets.find(kWorker)->borrowed,
+            (std::vector<AddrRange>{{kWorkerPool, kWorkerPool + 8 * kMiB}}));
+  ASSERT_EQ(targets.pools().all().size(), 1U);
+  EXPECT_EQ(targets.pools().all().begin()->second.owner.pid, kServer);
+
+  // The pool's cold 7 MiB moved through the owner, at the owner's addresses;
+  // nothing of it through the worker, and never its hot MiB.
+  std::uint64_t pool_moved = 0;
+  for (const auto& call : loop.mover->calls) {
+    for (const auto& r : call.ranges) {
+      EXPECT_FALSE(overlaps(r, {kWorkerPool, kWorkerPool + 8 * kMiB})) << std::hex << r.start;
+      EXPECT_FALSE(overlaps(r, {kOwnerPool + 2 * kMiB, kOwnerPool + 3 * kMiB}))
+          << std::hex << r.start;
+      if (overlaps(r, {kOwnerPool, kOwnerPool + 8 * kMiB})) {
+        EXPECT_EQ(call.pid, kServer);
+        pool_moved += r.bytes();
+      }
+    }
+  }
+  EXPECT_EQ(pool_moved, 7 * kMiB);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, {kOwnerPool + 2 * kMiB, kOwnerPool + 3 * kMiB}, 0), kMiB);
 }
 
 // Issue 14: TRACKED and IDLE counted the whole reserved address space (1.2 GiB
