@@ -45,3 +45,9 @@ add_test(NAME unit.kvtierctl_replay_png_without_python
           --png ${PROJECT_BINARY_DIR}/replay-test.png ${KVTIER_FIXTURES}/recording/guest-truth.kvtrec)
 set_tests_properties(unit.kvtierctl_replay_png_without_python PROPERTIES LABELS unit
   PASS_REGULAR_EXPRESSION "kvtierctl replay --png: cannot run python3 \\(No such file or directory\\); install python3 and python3-matplotlib")
+
+# Issue 37: a KV pool in one memfd that two processes map and read; kvtierd
+# tiers it through one owner with every sharer's evidence, and no byte changes.
+add_executable(kvtier_shared_pool vm/shared_pool.cpp)
+target_link_libraries(kvtier_shared_pool PRIVATE kvtier_warnings)
+kvtier_vm_test(shared_pool shared_pool.sh)

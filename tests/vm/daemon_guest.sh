@@ -3,29 +3,9 @@
 # kvtier_hotset by comm, against a 64 MiB buffer whose 8 MiB are kept hot.
 # Prints KEY=VALUE and JSON lines that tests/vm/check_daemon.py judges.
 set -eu
-# NUMA balancing would pull pages back behind kvtierd's back; this test is
-# about kvtier's own placement, so it is off and kvtierd keeps it so
-# ([tiering] numa_balancing = "keep"; the benchmark runs the default).
-echo 0 > /proc/sys/kernel/numa_balancing
-cat > /tmp/kvtier.toml <<'CFG'
-[daemon]
-interval = "1s"
-[telemetry]
-socket = "/tmp/kvtierd.sock"
-socket_group = "root"
-[limits]
-min_free = "64MiB"
-[tiering]
-numa_balancing = "keep"
-[[group]]
-name = "hotset"
-[group.select]
-comm = ["^kvtier_hotset$"]
-[group.policy]
-cold_age = "8s"
-min_residence = "10s"
-CFG
-kvtierd --check-config --config /tmp/kvtier.toml
+# shellcheck source=tests/vm/placement_lib.sh
+. /kvtier/tests/vm/placement_lib.sh
+placement_config hotset '^kvtier_hotset$'
 # --flush-tlb: under TCG the accessed bits DAMON reads are only set again
 # after a TLB flush (see tests/vm/hotset.cpp).
 kvtier_hotset --total-mib 64 --hot-mib 8 --seconds ${KVTIER_TEST_SECONDS:-60} --flush-tlb 1 \
@@ -35,18 +15,7 @@ sleep 1
 kvtierd --config /tmp/kvtier.toml --foreground > /tmp/kvtierd.log 2>&1 &
 kp=$!
 sleep ${KVTIER_TEST_WAIT:-40}
-ctl="kvtierctl --socket /tmp/kvtierd.sock"
-# Paused, kvtierd moves nothing more; the first step after the pause reads the residency that
-# the last move left, so the figures below are all of one moment.
-$ctl pause >&2
-steps() { $ctl status --json | tr -d '\n ' | sed -n 's/.*"steps":\([0-9]*\).*/\1/p'; }
-s0=$(steps)
-n=0
-while [ "$(steps)" -le "$s0" ] && [ $n -lt 300 ]; do
-  n=$((n + 1))
-  sleep 0.1
-done
-echo "STEPS_AFTER_PAUSE=$(($(steps) - s0))"
+pause_for_figures
 echo "HOTSET=$(cat /tmp/hotset.json)"
 echo "TARGETS=$($ctl targets --json | tr -d '\n ')"
 echo "DUMP=$($ctl dump --compact)"
