@@ -488,6 +488,7 @@ def figures(r):
         "move_cpu_share": r.get("move_cpu_share"),
         "excluded_cpu_pct": r.get("excluded_cpu_pct"),
         "steps_per_s": r["steps_per_s"],
+        "tokens": r.get("tokens"),
         "step_work_ms": r["step_work_ms"],
         "corrupted": r["corrupted_bytes"],
         "kvsim_cpu_s": r.get("kvsim_cpu_s"),
@@ -562,11 +563,12 @@ def oracle_comparison(aggs):
 
 def none_comparison(aggs):
     """The price: every mode's workload CPU per decode step as a ratio of no tiering's, run by run
-    (paired_figures), and its steps/s as a ratio of none's (the throughput in a flat-out run).
-    Stored as a["vs_none"] = {"cpu_ratio": spread, "steps_ratio": spread}."""
+    (paired_figures), its steps/s and the tokens it decoded as ratios of none's (a flat-out run's
+    throughput). Stored as a["vs_none"] = {"cpu_ratio", "steps_ratio", "tokens_ratio"}: spreads."""
     for a, pairs in paired_figures(aggs, "none"):
         a["vs_none"] = {"cpu_ratio": spread([ratio_of(f, o, "kvsim_cpu_ms_step") for f, o in pairs]),
-                        "steps_ratio": spread([ratio_of(f, o, "steps_per_s") for f, o in pairs])}
+                        "steps_ratio": spread([ratio_of(f, o, "steps_per_s") for f, o in pairs]),
+                        "tokens_ratio": spread([ratio_of(f, o, "tokens") for f, o in pairs])}
 
 
 # --- output -------------------------------------------------------------------------------
@@ -647,6 +649,8 @@ def table_row(a):
     steps_vs = ""
     if a["mode"] != "none" and a.get("flat_out") and vn.get("steps_ratio"):
         steps_vs = f", {stat(vn['steps_ratio'], ratio, lambda v: num(v))} of none"
+        if vn.get("tokens_ratio"):
+            steps_vs += f"; tokens {stat(vn['tokens_ratio'], ratio, lambda v: num(v))} of none"
     bad_exit = [r["kvsim_status"] for r in a["ok"] if r["kvsim_status"] != 0]
     mib = lambda v: num(v)  # noqa: E731
     return [
@@ -952,14 +956,17 @@ def write_report(out_dir, aggs, plot_ok):
         "- **kvsim decode steps/s**: steps per second of the whole run; decode is paced to the "
         "trace's real time, so it only drops when steps take longer than their budget; "
         "the step work (ms, without pacing sleeps and without the node queries) shows the cost. "
-        "In a flat-out run (scripts/bench.sh --flat-out: no pacing, steps back to back) steps/s is "
-        "the workload's throughput, and each mode's is also given as a ratio of none's.",
+        "In a flat-out run (scripts/bench.sh --flat-out: no pacing, steps back to back) each mode's "
+        "steps/s and the tokens kvsim decoded are also given as ratios of none's. Steps/s is the "
+        "throughput only while kvsim cannot keep up with the trace: when every mode decodes the "
+        "same tokens, fewer steps are larger batches (requests waited while the placer had the "
+        "CPU), not less work done; then CPU per step times steps, over tokens, is the price.",
         "- **kvsim CPU ms/step**: kvsim's own CPU time (user / system) over the probe's window per "
         "decode step it ran, and as a ratio of none's (run K with run K): the price tiering makes "
         "the workload pay (hint faults, soft-dirty write faults, waits on pages under migration "
-        "and the kernel's promotions in the fault path are system time). Under TCG the guest's "
-        "two vCPUs share one host thread, so an agent's CPU also stretches the time kvsim is "
-        "charged while both run.",
+        "and the kernel's promotions in the fault path are system time). Counted in instructions "
+        "when the guests ran with one vCPU and -icount (the settings line says so); on the host's "
+        "clock with two vCPUs it also counts the other vCPU's turns and the host's load.",
         "- **corrupted bytes**: kvsim checks every byte it reads against its pattern; must be 0 "
         "(summed over the runs).",
         "",

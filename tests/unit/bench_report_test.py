@@ -430,13 +430,13 @@ class Repeats(unittest.TestCase):
         self.assertEqual(res["kvtier"]["vs_none"]["cpu_ratio"], {"median": 1.25, "min": 1.0, "max": 1.5, "n": 2})
         self.assertIn("175.0 (150.0–200.0) (75.0 + 100.0), 1.25x (1.00–1.50)", md)
         self.assertNotIn("x of none", md, "paced runs: no throughput ratio")
-        # Flat out (step_ms 0): steps/s is the throughput, given as a ratio of none's too.
+        # Flat out (step_ms 0): steps/s and the tokens decoded, each as a ratio of none's too.
         with tempfile.TemporaryDirectory() as d:
             write_run(d, "none", 1, priced(100, 50, 100, 10, step_ms=0))
             write_run(d, "kvtier", 1, priced(150, 100, 900, 10, step_ms=0))
             self.assertEqual(report.main([d, "--modes", "none,kvtier", "--no-plot"]), 0)
             with open(os.path.join(d, "report.md"), encoding="utf-8") as fh:
-                self.assertIn("(3.0), 1.00x of none |", fh.read())
+                self.assertIn("(3.0), 1.00x of none; tokens 1.00x of none |", fh.read())
 
     def test_one_line_for_the_demo(self):
         base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
