@@ -59,23 +59,15 @@ trap 'rm -rf "$work"' EXIT
 chmod 0777 "$work"
 apt_opts=()
 if [[ -n $suite ]]; then
-  # A private sources list, lists, and cache: only this suite, and nothing of the host's apt
-  # state changes.
-  priv=$cache/apt-$suite
-  mkdir -p "$priv/lists/partial" "$priv/cache/archives/partial"
-  chmod -R a+rwX "$priv"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $suite main" \
-    >"$priv/sources.list"
-  apt_opts=(-o "Dir::Etc::sourcelist=$priv/sources.list" -o Dir::Etc::sourceparts=-
-    -o "Dir::State::Lists=$priv/lists" -o "Dir::Cache=$priv/cache")
-  echo "vm: reading the package lists of $suite (private apt state in $priv)" >&2
-  if ! apt-get "${apt_opts[@]}" -q update >"$work/apt.log" 2>&1; then
-    cat "$work/apt.log" >&2
+  # shellcheck source=scripts/vm/apt-private.sh
+  . "$(dirname "$0")/apt-private.sh"
+  if ! apt_private "$cache" "$suite" http://deb.debian.org/debian; then
     echo "vm: apt-get update of $suite failed (network? the Debian archive keyring" \
       "/usr/share/keyrings/debian-archive-keyring.gpg must hold Debian 13's keys:" \
       "apt-get install debian-archive-keyring)" >&2
     exit 1
   fi
+  apt_opts=("${apt_private_opts[@]}")
 fi
 echo "vm: downloading ${packages[*]} (once; cached in $dest)" >&2
 if ! (cd "$work" && apt-get "${apt_opts[@]}" download -q "${packages[@]}" >"$work/apt.log" 2>&1); then
