@@ -17,6 +17,11 @@ target_compile_definitions(privileged_daemon PRIVATE KVTIER_SOURCE_DIR="${PROJEC
 add_executable(kvtier_page_nodes vm/page_nodes.cpp)
 target_link_libraries(kvtier_page_nodes PRIVATE agent_movers kvtier_warnings)
 kvtier_vm_test(daemon_demotes daemon_demotes.sh)
+# kvtierd beside Debian's llama-server (a forky root and a random-weight model, built once and
+# cached by scripts/vm/llama-root.sh): the selector, the idle slots' pages on node 1,
+# completions unchanged, a restart picked up. TCG decodes a few tokens a second: a long limit.
+kvtier_vm_test(llama_server llama_server.sh)
+set_tests_properties(vm.llama_server PROPERTIES TIMEOUT 1800)
 
 # The control loop, step by step over a fixture /proc + /sys tree, with a
 # scripted source, a scripted page-node query and a recording mover.
