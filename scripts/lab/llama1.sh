@@ -69,7 +69,7 @@ while [ $(($(date +%s) - t0)) -lt "$SECONDS_RUN" ]; do
     "kernel_promoted=$(mib $(get kernel_promoted_bytes)) misdemoted=$(mib $(get misdemoted_bytes))" \
     "ratio=$(get misdemotion_ratio) cold_age=$(get effective_cold_age_s)s" \
     "MiB on node0/node1: busy($SLOTS)=$(for s in $SLOTS; do printf '%s ' "$(group $s $s)"; done)" \
-    "between=$between above=$above requests=$(wc -l </tmp/clients.log 2>/dev/null)"
+    "between=$between above=$above requests=$({ wc -l </tmp/clients.log; } 2>/dev/null)"
   sleep 10
 done
 touch /tmp/stop
