@@ -15,6 +15,7 @@
 
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/pinned.hpp"
 #include "policy/rules.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
@@ -206,6 +207,7 @@ class Planner {
       if (tv.group >= groups_.size()) continue;
       GroupWork& g = groups_[tv.group];
       const HeatUnit& u = pc.unit;
+      if (overlaps_any(tv.pinned, u.range)) continue;
       const Rule rule = g.rules.classify(u, tv.dram_reads_unseen);
       const bool warm = rule == Rule::kWarm && g.rules.exchangeable(u.last_access);
       if (rule != Rule::kCold && rule != Rule::kCooling && !warm) continue;
@@ -221,7 +223,9 @@ class Planner {
       if (tv.group >= groups_.size()) continue;
       GroupWork& g = groups_[tv.group];
       const HeatUnit& u = pc.unit;
-      if (g.rules.classify(u) != Rule::kAccessedOnSlow) continue;
+      if (g.rules.classify(u) != Rule::kAccessedOnSlow || overlaps_any(tv.pinned, u.range)) {
+        continue;
+      }
       g.hot.push(
           Cand::make((~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
                      u.range.start, u.node, static_cast<std::uint32_t>(pc.target),
@@ -341,6 +345,7 @@ class Planner {
           const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
                             (rule == Rule::kExcluded && rules.slow(u.node));
           if (!slow) dram_use += u.range.bytes();
+          if (!tv.pinned.empty() && overlaps_any(tv.pinned, u.range)) return;
           const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
           if (rule == Rule::kCold || rule == Rule::kCooling ||
               (rule == Rule::kWarm && (take_warm || rules.exchangeable(u.last_access)))) {

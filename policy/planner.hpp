@@ -18,9 +18,10 @@
 // steps, plan_promotions() exchanges it for what waits on a slow node.
 // Nothing hotter than demote_heat is demoted and promote_heat > demote_heat
 // (the config enforces it), so nothing ping-pongs; nothing moved less than
-// min_residence ago moves; excluded ranges and ranges on unknown nodes never
-// move; a huge page the heat table knows (HeatTable::set_huge, fed by the
-// daemon's residency reader) moves as one 2 MiB unit or not at all. Demotions
+// min_residence ago moves; excluded ranges, a target's long-term pinned ranges
+// (TargetView::pinned) and ranges on unknown nodes never move; a huge page the
+// heat table knows (HeatTable::set_huge, fed by the daemon's residency reader)
+// moves as one 2 MiB unit or not at all. Demotions
 // stop at the demotion node's fill limit (limits.cxl_fill_max) and every
 // destination keeps limits.min_free. When a unit does not fit in the remaining
 // budget, planning stops there (coldest-/hottest-first order is never broken
@@ -52,6 +53,9 @@ struct TargetView {
   // make room in this plan (short of its headroom plus what waits); the room
   // pass takes such units from the cold age on (Rule::kCooling).
   bool dram_reads_unseen = false;
+  // Long-term pinned ranges (PinnedMap::active(): sorted, merged): never
+  // candidates, so no budget goes to what move_pages cannot migrate.
+  std::span<const AddrRange> pinned;
 };
 
 struct Snapshot {

@@ -12,6 +12,7 @@
 
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/pinned.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
@@ -82,10 +83,7 @@ GroupRules::GroupRules(const GroupConfig& group, const NodeFacts& nodes, TimeNs 
 }
 
 bool GroupRules::excluded(AddrRange r) const {
-  if (exclude_.empty()) return false;
-  auto it = std::ranges::upper_bound(exclude_, r.start, {}, &AddrRange::start);
-  if (it != exclude_.end() && it->start < r.end) return true;
-  return it != exclude_.begin() && std::prev(it)->end > r.start;
+  return overlaps_any(exclude_, r);
 }
 
 std::string GroupRules::words(Rule rule, const HeatUnit& u, bool unseen) const {
