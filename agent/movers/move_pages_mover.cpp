@@ -33,6 +33,10 @@ namespace {
 // written".
 constexpr int kUnset = 0x7fffffff;
 
+AddrRange unit_range(const MoveUnit& u) {
+  return {u.addr, u.addr + std::uint64_t{u.pages} * kPageSize};
+}
+
 }  // namespace
 
 bool process_exited(const HostPaths& host, Pid pid) {
@@ -282,6 +286,7 @@ void MovePagesMover::settle(Batch& b) {
     if (b.unmoved[idx] >= config_.max_attempts) {
       b.st.pinned += u.pages;
       pinned_.mark(b.pid, u.addr, now);
+      refused_.emplace_back(b.pid, unit_range(u));
     } else {
       b.st.busy += u.pages;
     }
@@ -306,6 +311,10 @@ MovePagesMover::Stop MovePagesMover::move_batch(Pid pid, std::span<const MoveUni
   }
   settle(b);
   return Stop::kNo;
+}
+
+std::vector<std::pair<Pid, AddrRange>> MovePagesMover::take_refused() {
+  return std::exchange(refused_, {});
 }
 
 MoveStats MovePagesMover::move(Pid pid, std::span<const AddrRange> ranges, int to_node) {
@@ -351,7 +360,10 @@ MoveStats MovePagesMover::move_units(Pid pid, std::vector<MoveUnit> units, int t
   }
   std::erase_if(units, [&](const MoveUnit& u) {
     const bool pinned = pinned_.contains(pid, u.addr, now);
-    if (pinned) st.pinned += u.pages;
+    if (pinned) {
+      st.pinned += u.pages;
+      refused_.emplace_back(pid, unit_range(u));
+    }
     return pinned;
   });
   const std::size_t batch = std::max<std::size_t>(1, config_.batch_units);

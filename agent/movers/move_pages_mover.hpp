@@ -23,6 +23,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/host/clock.hpp"
@@ -71,6 +72,8 @@ class MovePagesMover final : public Mover {
   MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
                          std::span<const std::uint64_t> huge_blocks) override;
 
+  std::vector<std::pair<Pid, AddrRange>> take_refused() override;
+
   PinnedSet& pinned() { return pinned_; }
   NodeFullLatch& node_full() { return node_full_; }
   [[nodiscard]] const MovePagesConfig& config() const { return config_; }
@@ -98,7 +101,8 @@ class MovePagesMover final : public Mover {
   MovePagesDeps deps_;
   PinnedSet pinned_;
   NodeFullLatch node_full_;
-  std::map<int, bool> cpu_less_;  // per node: latches when full
+  std::map<int, bool> cpu_less_;                    // per node: latches when full
+  std::vector<std::pair<Pid, AddrRange>> refused_;  // since the last take_refused()
   // Scratch buffers reused across batches.
   std::vector<void*> addrs_;
   std::vector<int> nodes_;

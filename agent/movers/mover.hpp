@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "policy/types.hpp"
 
@@ -34,6 +36,10 @@ class Mover {
     (void)huge_blocks;
     return move(pid, ranges, to_node);
   }
+  // The pages it found long-term pinned since the last call (MoveStats::pinned,
+  // by address): refused on every attempt, or skipped as refused before. The
+  // control loop keeps them out of its plans (policy/pinned.hpp).
+  virtual std::vector<std::pair<Pid, AddrRange>> take_refused() { return {}; }
 };
 
 }  // namespace kvtier::agent

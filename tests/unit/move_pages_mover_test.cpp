@@ -114,12 +114,19 @@ TEST(MovePagesMover, PinnedPageIsRememberedAndNotRetried) {
   EXPECT_EQ(accounted(st), 64U);
   EXPECT_EQ(mover.pinned().count(kPid), 1U);
   EXPECT_EQ(h.kernel.move_calls, 3);
+  // The loop hears of it by address, once.
+  const auto refused = mover.take_refused();
+  ASSERT_EQ(refused.size(), 1U);
+  EXPECT_EQ(refused[0].first, kPid);
+  EXPECT_EQ(refused[0].second, (AddrRange{pinned_page, pinned_page + kPageSize}));
+  EXPECT_TRUE(mover.take_refused().empty());
 
   // Moving back and forth again: the pinned page is skipped without a call.
   const auto back = mover.move(kPid, r, 0);
   EXPECT_EQ(back.pinned, 1U);
   EXPECT_EQ(back.moved, 63U);
   EXPECT_EQ(h.kernel.move_calls, 4) << "no retry loop on the pinned page";
+  EXPECT_EQ(mover.take_refused().size(), 1U) << "skipped as pinned: told again";
   for (auto n : h.kernel.move_sizes) EXPECT_LE(n, 64U);
   EXPECT_EQ(h.kernel.move_sizes.back(), 63U);
 }
