@@ -16,6 +16,7 @@
 
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/pinned_tracker.hpp"
 #include "agent/daemon/recording.hpp"
 #include "agent/daemon/shared_pools.hpp"
 #include "agent/daemon/target_set.hpp"
@@ -394,6 +395,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
   state_.targets.track_vmas(now, host_bytes);
+  refresh_pinned(state_.targets, deps_.paths, now);
   rec_targets(now);
   return tell_ranges();
 }
@@ -697,7 +699,8 @@ policy::Snapshot Controller::snapshot(TimeNs now) {
     snap.targets.push_back(policy::TargetView{.pid = pid,
                                               .group = t.group,
                                               .heat = t.heat.get(),
-                                              .dram_reads_unseen = state_.dram_reads_unseen(t)});
+                                              .dram_reads_unseen = state_.dram_reads_unseen(t),
+                                              .pinned = t.pinned.active()});
   }
   return snap;
 }
@@ -777,6 +780,7 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
                                                   : std::span<const std::uint64_t>();
   // The residency phase has just located these pages: the mover need not look again.
   const MoveStats st = deps_.mover->move_located(pid, ranges, to_node, huge);
+  note_refused(state_.targets, deps_.mover->take_refused(), now);
   if (recording_) {
     rec(now, [&] {
       return RecMove{.pid = pid,
@@ -896,6 +900,7 @@ void Controller::record(TimeNs now, Telemetry& telemetry) {
   }
   export_feedback(telemetry);
   telemetry.set_hot_bytes(hot_bytes_per_node(state_, now));
+  export_pinned(state_.targets, state_.config.config.groups, now, telemetry);
   if (recording_) recording_->flush();
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "agent/host/host_paths.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/pinned.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -50,6 +52,13 @@ struct Target {
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
   bool said_reservations = false;  // logged once that mappings were not tracked
+  // Long-term pinned memory (agent/daemon/pinned_tracker.hpp): the ranges the
+  // planner leaves out, VmPin at the last read, when that was, and the
+  // mappings then (a change forgets the mover's refusals).
+  policy::PinnedMap pinned;
+  std::optional<std::uint64_t> vm_pin_bytes;
+  TimeNs pinned_read_at = 0;
+  std::vector<AddrRange> pinned_vmas;
 };
 
 // The heat model a target of a group gets (half-life, granularity).

@@ -52,6 +52,8 @@ Telemetry::Telemetry() {
   describe("kvtier_loop_duration_seconds", MetricKind::kHistogram,
            "Time one control-loop step took",
            {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5});
+  describe("kvtier_pinned_bytes", MetricKind::kGauge,
+           "Bytes of the targets known long-term pinned (not movable), per group and node");
   describe("kvtier_target_resident_bytes", MetricKind::kGauge,
            "Bytes of each target process resident on each node");
   describe("kvtier_node_memory_free_bytes", MetricKind::kGauge, "Free memory on each NUMA node");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent/daemon/loop_state.hpp"
+#include "agent/daemon/pinned_tracker.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
@@ -137,8 +138,26 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
           {"idle_bytes", idle},
           {"accesses_per_s", heat_sum},
           {"planned_moves", t.last_moves.size()},
+          {"pinned_bytes", t.pinned.bytes()},
+          {"pinned_by", t.pinned.sources()},
+          {"vm_pin_bytes", t.vm_pin_bytes ? json(*t.vm_pin_bytes) : json(nullptr)},
           {"moved_pages", t.moved.moved},
           {"moved_bytes", t.moved.bytes_moved}};
+}
+
+// Most of a target's resident memory long-term pinned: kvtier can do little for it.
+void pinned_line(const Target& t, std::vector<std::string>& out) {
+  std::uint64_t resident = 0;
+  for (const auto& [node, bytes] : t.bytes_per_node) {
+    if (node >= 0) resident += bytes;
+  }
+  const std::uint64_t pinned = pinned_bytes(t);
+  if (resident == 0 || 2 * pinned <= resident) return;
+  const std::string by = t.pinned.sources();
+  out.push_back(fmt::format(
+      "target {} ({}): {} MiB of its {} MiB resident are long-term pinned ({}): not movable; "
+      "see docs/gpu-servers.md",
+      t.pid, t.comm, pinned >> 20, resident >> 20, by.empty() ? "VmPin" : by));
 }
 
 }  // namespace
@@ -156,6 +175,12 @@ json activity_json(const LoopState& s, TimeNs now) {
           {"last_move_seconds_ago", s.last_move_at == 0
                                         ? json(nullptr)
                                         : json(static_cast<double>(now - s.last_move_at) / 1e9)}};
+}
+
+std::vector<std::string> pinned_lines(const LoopState& s) {
+  std::vector<std::string> out;
+  for (const auto& [pid, t] : s.targets.all()) pinned_line(t, out);
+  return out;
 }
 
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
@@ -240,6 +265,7 @@ json describe(const LoopState& s, bool full, TimeNs now) {
             {"process_events", s.process_events},
             {"rescan_corrections", s.rescan_corrections}}},
           {"degraded", degraded_lines(s, now)},
+          {"pinned", pinned_lines(s)},
           {"placement", feedback_json(s)}};
 }
 
@@ -339,7 +365,11 @@ Result<json> explain(const LoopState& s, Pid pid, TimeNs now) {
   json runs = json::array();
   json cur;
   t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    const std::string why = policy::explain_unit(rules, u, t.last_moves, unseen).why;
+    const std::string why =
+        t.pinned.covers(u.range)
+            ? fmt::format("long-term pinned ({}): not movable; see docs/gpu-servers.md",
+                          t.pinned.how(u.range.start, now))
+            : policy::explain_unit(rules, u, t.last_moves, unseen).why;
     if (!cur.is_null() && cur["end"] == u.range.start && cur["node"] == u.node &&
         cur["why"] == why && runs.size() < 100000) {
       cur["end"] = u.range.end;

@@ -30,6 +30,8 @@ nlohmann::json cpu_json(const LoopState& s);
 // source, a failed source, no process watcher, tiering knobs not set, a full
 // node lately).
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now);
+// One line for each target most of whose resident memory is long-term pinned.
+std::vector<std::string> pinned_lines(const LoopState& s);
 // A few words for systemd's STATUS= line, e.g. "2 targets, 1GiB of 3GiB on CXL, source damon".
 std::string summary(const LoopState& s);
 // Per target: residency, hot and idle bytes as of `now`, moves.

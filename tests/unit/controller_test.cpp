@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -149,14 +150,27 @@ class RecordingMover final : public Mover {
     mem_.cpu += FakeMemory::kMoveCpu;
     MoveStats st;
     for (const auto& r : ranges) {
-      st.requested += r.bytes() / kPageSize;
-      st.moved += r.bytes() / kPageSize;
-      st.bytes_moved += r.bytes();
-      mem_.place(pid, r, to_node);
+      for (std::uint64_t a = r.start; a < r.end; a += kPageSize) {
+        ++st.requested;
+        if (pinned.contains(a)) {  // refused on every attempt, as the kernel does
+          ++st.pinned;
+          refused.emplace_back(pid, AddrRange{a, a + kPageSize});
+          continue;
+        }
+        ++st.moved;
+        st.bytes_moved += kPageSize;
+        mem_.place(pid, {a, a + kPageSize}, to_node);
+      }
     }
     return st;
   }
+  std::vector<std::pair<Pid, AddrRange>> take_refused() override {
+    return std::exchange(refused, {});
+  }
   std::vector<MoveCall> calls;
+  // The pages it refuses to move (long-term pinned), and those refused since the last take.
+  AddrRange pinned;
+  std::vector<std::pair<Pid, AddrRange>> refused;
   std::vector<std::uint64_t> located_huge;  // what the loop said at the last move
 
  private:
@@ -530,6 +544,89 @@ TEST(Controller, ExplainSaysWhyForHotWarmAndCold) {
   const auto& last = (*ex)["ranges"].back();
   EXPECT_EQ(last["node"], 1);
   EXPECT_EQ(last["why"], "cold on the slow node: not accessed since it came, idle 41s");
+}
+
+bool any_call_overlaps(const RecordingMover& m, std::size_t from, AddrRange r) {
+  for (std::size_t i = from; i < m.calls.size(); ++i) {
+    for (const auto& c : m.calls[i].ranges) {
+      if (overlaps(c, r)) return true;
+    }
+  }
+  return false;
+}
+
+// Issue 34: the first MiB of the cold part is long-term pinned. The first move
+// finds it out; no plan has it again until its backoff ends, explain, targets
+// and kvtier_pinned_bytes say so, and the rest of the process moves.
+TEST(Controller, RefusedPagesGetNoBudgetUntilTheirBackoffEnds) {
+  Loop loop;
+  const AddrRange pinned{kCold.start, kCold.start + kMiB};
+  loop.mover->pinned = pinned;
+  loop.steps_until(kT0 + 10 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U);
+  EXPECT_EQ(loop.ctl->state().moved_total.pinned, 256U);
+  const TimeNs later = kT0 + 40 * kSec;
+  loop.steps_until(later, kT0 + 11 * kSec);
+  EXPECT_FALSE(any_call_overlaps(*loop.mover, 1, pinned)) << "no plan had the pinned MiB again";
+  EXPECT_EQ(loop.ctl->state().moved_total.pinned, 256U) << "0 moves spent on it since";
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB) << "the rest moved";
+  const auto t = loop.targets(later)[0];
+  EXPECT_EQ(t["pinned_bytes"], kMiB);
+  EXPECT_EQ(t["pinned_by"], "move_pages refusals");
+  EXPECT_EQ(loop.telemetry.value("kvtier_pinned_bytes", {{"group", "inference"}, {"node", "0"}}),
+            static_cast<double>(kMiB));
+  auto ex = loop.explain(kServer, later);
+  ASSERT_TRUE(ex) << ex.error().message;
+  bool said = false;
+  for (const auto& run : (*ex)["ranges"]) {
+    if (run["start"] != pinned.start) continue;
+    EXPECT_EQ(run["end"], pinned.end);
+    EXPECT_EQ(run["why"],
+              "long-term pinned (move_pages refused every attempt, 1 time in a row; tried again "
+              "in 30s): not movable; see docs/gpu-servers.md");
+    said = true;
+  }
+  EXPECT_TRUE(said) << ex->dump(1);
+  // The backoff (1 min from t0 + 10 s) ends: tried once more, refused again, backs off 2 min.
+  const std::size_t before = loop.mover->calls.size();
+  loop.steps_until(kT0 + 70 * kSec, later + kSec);
+  EXPECT_TRUE(any_call_overlaps(*loop.mover, before, pinned));
+  EXPECT_EQ(loop.ctl->state().moved_total.pinned, 512U);
+  const std::size_t retried = loop.mover->calls.size();
+  loop.steps_until(kT0 + 189 * kSec, kT0 + 71 * kSec);
+  EXPECT_FALSE(any_call_overlaps(*loop.mover, retried, pinned));
+  loop.step(kT0 + 190 * kSec);
+  EXPECT_TRUE(any_call_overlaps(*loop.mover, retried, pinned));
+}
+
+// An io_uring buffer the kernel lists is never planned, from the first step on;
+// when most of the target is pinned, status says so.
+TEST(Controller, RegisteredBuffersAreNeverPlannedAndStatusWarns) {
+  Loop loop;
+  const std::string dir = "proc/" + std::to_string(kServer);
+  std::filesystem::create_directories(loop.host.path(dir + "/fd"));
+  std::filesystem::create_symlink("anon_inode:[io_uring]", loop.host.path(dir + "/fd/5"));
+  loop.host
+      .write(dir + "/fdinfo/5",
+             fmt::format("UserFiles:\t0\nUserBufs:\t1\n    0: 0x{:x}/{}\n", kWarm.start, 3 * kMiB))
+      .write(dir + "/status", "Name:\tvllm\nVmPin:\t    3072 kB\nThreads:\t4\n");
+  loop.steps_until(kT0 + 40 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "warm and cold are pinned: nothing else to move";
+  EXPECT_EQ(loop.ctl->state().moved_total.requested, 0U);
+  const auto t = loop.targets(kT0 + 40 * kSec)[0];
+  EXPECT_EQ(t["pinned_bytes"], 3 * kMiB);
+  EXPECT_EQ(t["vm_pin_bytes"], 3 * kMiB);
+  EXPECT_EQ(t["pinned_by"], "io_uring registered buffers");
+  const auto lines = loop.describe(false)["pinned"];
+  ASSERT_EQ(lines.size(), 1U);
+  EXPECT_EQ(lines[0],
+            "target 4242 (vllm): 3 MiB of its 4 MiB resident are long-term pinned (io_uring "
+            "registered buffers): not movable; see docs/gpu-servers.md");
+  auto ex = loop.explain(kServer, kT0 + 40 * kSec);
+  ASSERT_TRUE(ex);
+  EXPECT_EQ((*ex)["ranges"].back()["why"],
+            "long-term pinned (io_uring registered buffer): not movable; see "
+            "docs/gpu-servers.md");
 }
 
 TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
