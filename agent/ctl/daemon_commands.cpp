@@ -118,6 +118,9 @@ void print_loop(const json& loop) {
   for (const auto& line : loop.value("degraded", json::array())) {
     if (line.is_string()) fmt::print("  {:<11} {}\n", "degraded", line.get<std::string>());
   }
+  for (const auto& line : loop.value("pinned", json::array())) {
+    if (line.is_string()) fmt::print("  {:<11} {}\n", "pinned", line.get<std::string>());
+  }
 }
 
 // Where kvtierd's CPU went (docs/operate.md, loop.cpu): the whole process, and

@@ -32,8 +32,8 @@ std::string size_text(const json& j, const char* key) {
 }
 
 void print_targets(const json& targets) {
-  fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "PID", "COMM",
-             "GROUP", "RESIDENT", "NODE0", "OTHER", "HOT", "IDLE", "MOVED");
+  fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "PID",
+             "COMM", "GROUP", "RESIDENT", "NODE0", "OTHER", "HOT", "IDLE", "PINNED", "MOVED");
   for (const auto& t : targets) {
     const json nodes = t.value("resident_bytes_per_node", json::object());
     std::uint64_t node0 = 0;
@@ -41,11 +41,12 @@ void print_targets(const json& targets) {
     for (const auto& [node, bytes] : nodes.items()) {
       (node == "0" ? node0 : other) += bytes.get<std::uint64_t>();
     }
-    fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
+    fmt::print("{:>7} {:<16} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n",
                get_or(t, "pid", 0), get_or<std::string>(t, "comm", "?"),
                get_or<std::string>(t, "group", "?"), size_text(t, "resident_bytes"),
                policy::format_size(node0), policy::format_size(other), size_text(t, "hot_bytes"),
-               size_text(t, "idle_bytes"), size_text(t, "moved_bytes"));
+               size_text(t, "idle_bytes"), size_text(t, "pinned_bytes"),
+               size_text(t, "moved_bytes"));
   }
   if (targets.empty()) fmt::print("(no target process matches the config's selectors)\n");
 }
@@ -131,7 +132,8 @@ void print_explain(const json& ex, bool all) {
 void add_targets(CLI::App& app, Globals& g) {
   auto json_out = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand(
-      "targets", "List the processes kvtierd manages: group, memory per node, hot and idle bytes");
+      "targets",
+      "List the processes kvtierd manages: group, memory per node, hot, idle and pinned bytes");
   cmd->add_flag("--json", *json_out, "Print JSON");
   cmd->callback([&g, json_out] {
     ask(g, "targets", "targets", [&](const json& t) {
