@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -122,6 +123,40 @@ Result<PinnedMemory> read_pinned_memory(const HostPaths& paths, Pid pid) {
     return fail(fmt::format("{}: {}", (dir / "fd").string(), ec.message()), ec.value());
   }
   return pm;
+}
+
+std::map<int, std::uint64_t> parse_movable_zones(std::string_view zoneinfo) {
+  std::map<int, std::uint64_t> out;
+  std::istringstream in{std::string(zoneinfo)};
+  std::string line;
+  int node = -1;
+  bool movable = false;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (first == "Node") {
+      std::string id;
+      std::string zone_word;
+      std::string zone;
+      words >> id >> zone_word >> zone;
+      if (!id.empty() && id.back() == ',') id.pop_back();
+      movable = zone == "Movable" && parse_number(id, node);
+      continue;
+    }
+    std::uint64_t pages = 0;
+    std::string value;
+    if (movable && first == "managed" && (words >> value) && parse_number(value, pages) &&
+        pages > 0) {
+      out[node] += pages * kPage;
+    }
+  }
+  return out;
+}
+
+std::map<int, std::uint64_t> read_movable_zones(const HostPaths& paths) {
+  auto text = read_text(paths.proc / "zoneinfo");
+  return text ? parse_movable_zones(*text) : std::map<int, std::uint64_t>{};
 }
 
 }  // namespace kvtier::agent

@@ -10,6 +10,7 @@
 // docs/gpu-servers.md lists what each kernel version shows.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -34,5 +35,11 @@ Result<std::vector<AddrRange>> parse_io_uring_buffers(std::string_view fdinfo,
                                                       std::string_view what);
 // Both for one process: ESRCH when it is gone. An fd closed mid-read is skipped.
 Result<PinnedMemory> read_pinned_memory(const HostPaths& paths, Pid pid);
+
+// /proc/zoneinfo -> node id -> bytes its ZONE_MOVABLE manages (nodes without
+// any left out). A long-term pin migrates pages out of that zone first.
+std::map<int, std::uint64_t> parse_movable_zones(std::string_view zoneinfo);
+// The same from HostPaths' /proc/zoneinfo; empty when it cannot be read.
+std::map<int, std::uint64_t> read_movable_zones(const HostPaths& paths);
 
 }  // namespace kvtier::agent

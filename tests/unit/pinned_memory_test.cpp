@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "fixture.hpp"
@@ -68,6 +69,22 @@ TEST(PinnedMemory, GoneProcessAndNoFdDirectory) {
   ASSERT_TRUE(pm) << pm.error().message;
   EXPECT_FALSE(pm->vm_pin_bytes);
   EXPECT_TRUE(pm->registered.empty());
+}
+
+TEST(PinnedMemory, MovableZonesFromZoneinfo) {
+  // Node 0's Movable zone manages nothing; node 1's Normal zone is not movable.
+  const auto movable = parse_movable_zones(
+      "Node 0, zone   Normal\n  pages free     10\n        managed  5000\n"
+      "Node 0, zone  Movable\n  pages free     0\n        managed  0\n"
+      "Node 1, zone   Normal\n  pages free     7\n        managed  300\n"
+      "Node 1, zone  Movable\n  pages free     1000\n        boost    0\n"
+      "        managed  131072\n        protection: (0, 0, 0, 0, 0)\n");
+  EXPECT_EQ(movable, (std::map<int, std::uint64_t>{{1, 131072ULL * 4096}}));
+  EXPECT_TRUE(parse_movable_zones("").empty());
+  // The checked-in zoneinfo has Movable zones that manage no page.
+  EXPECT_TRUE(
+      read_movable_zones(HostPaths::under(std::filesystem::path(KVTIER_FIXTURES) / "procfs"))
+          .empty());
 }
 
 }  // namespace
