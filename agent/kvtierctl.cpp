@@ -36,6 +36,7 @@ int run(int argc, char** argv) {
   ctl::add_sources_command(app, g);
   ctl::add_record_command(app, g);
   ctl::add_replay_command(app, g);
+  ctl::add_launch_command(app, g);
 
   try {
     app.parse(argc, argv);

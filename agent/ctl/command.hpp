@@ -40,5 +40,7 @@ void add_sources_command(CLI::App& app, Globals& g);
 void add_record_command(CLI::App& app, Globals& g);
 // replay: a recording through the planner with another config (no daemon).
 void add_replay_command(CLI::App& app, Globals& g);
+// launch --node N [--preferred] -- COMMAND: a command under a NUMA memory policy.
+void add_launch_command(CLI::App& app, Globals& g);
 
 }  // namespace kvtier::agent::ctl
