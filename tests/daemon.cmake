@@ -22,6 +22,8 @@ kvtier_vm_test(daemon_demotes daemon_demotes.sh)
 # completions unchanged, a restart picked up. TCG decodes a few tokens a second: a long limit.
 kvtier_vm_test(llama_server llama_server.sh)
 set_tests_properties(vm.llama_server PROPERTIES TIMEOUT 1800)
+# Issue 34: kvtierd against a process with an io_uring-registered buffer.
+kvtier_vm_test(pinned pinned.sh)
 
 # The control loop, step by step over a fixture /proc + /sys tree, with a
 # scripted source, a scripted page-node query and a recording mover.

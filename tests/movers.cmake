@@ -13,6 +13,9 @@ pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 add_executable(kvtier_mover_vmtest vm/mover_vmtest.cpp)
 target_link_libraries(kvtier_mover_vmtest PRIVATE agent_movers PkgConfig::URING Threads::Threads
                       kvtier_warnings)
+# A process with an io_uring-registered (long-term pinned) buffer, for vm.pinned.
+add_executable(kvtier_pin_hold vm/pin_hold.cpp)
+target_link_libraries(kvtier_pin_hold PRIVATE PkgConfig::URING kvtier_warnings)
 kvtier_vm_test(movers_integrity movers_integrity.sh)
 kvtier_vm_test(movers_full movers_full.sh)
 kvtier_vm_test(movers_damos movers_damos.sh)

@@ -8,16 +8,14 @@ writes through the soft-dirty source, and stop cleanly
 import json
 import sys
 
-vals = {}
-for line in sys.stdin:
-    key, sep, rest = line.strip().partition("=")
-    if sep and key.isupper():
-        vals[key] = rest
+import guest_output
+
+vals = guest_output.values(sys.stdin)
+
 
 def need(key):
-    if key not in vals:
-        sys.exit(f"check_daemon: FAIL: no {key}= line in the guest's output")
-    return vals[key]
+    return guest_output.need(vals, key, "check_daemon")
+
 
 def share(rec, node):
     total = sum(rec["nodes"].values())
