@@ -113,6 +113,7 @@ struct Options {
   bool no_hugepages = false;
   bool no_populate = false;
   double decode_ms = 30;
+  std::optional<double> prefill_ms;  // nullopt: decode_ms
   std::optional<double> step_ms;
   std::string truth;
   std::string live_truth;
@@ -316,6 +317,8 @@ int run(const Options& o) {
   const double step_ms =
       o.step_ms ? *o.step_ms : o.decode_ms * static_cast<double>(sc.token_scale) * o.time_scale;
   const auto min_step = static_cast<TimeNs>(step_ms * 1e6);
+  const auto prefill_pass =
+      static_cast<TimeNs>(o.prefill_ms.value_or(o.decode_ms) * o.time_scale * 1e6);
 
   const kb::TraceFormat fmt_kind = o.trace_format.empty()
                                        ? need(kb::trace_format_from_path(o.trace))
@@ -527,11 +530,18 @@ int run(const Options& o) {
       }
     }
     const TimeNs query_before = query_ns;
-    const bool stepped = sim.advance(now);
+    // The prefill is a forward pass of its own: the first decode step that reads a new
+    // sequence's blocks comes one pass later, not in the same instant.
+    TimeNs waited = 0;
+    if (sim.admit(now) > 0 && prefill_pass > 0) {
+      sleep_ns(prefill_pass);
+      waited = mono_now() - now;
+    }
+    const bool stepped = sim.decode(now + waited);
     if (stepped && o.flush_tlb) flush_own_tlb();
     report_corruptions(sim);
     const TimeNs after = mono_now();
-    if (stepped) busy_ns += after - now - (query_ns - query_before);
+    if (stepped) busy_ns += after - now - waited - (query_ns - query_before);
     const TimeNs step_began = now;
     now = after;
     if (now >= next_stats) {
@@ -644,6 +654,12 @@ int parse_and_run(int argc, char** argv) {
                  "Trace time of one real decode iteration; a simulated step is paced to "
                  "decode-ms x token-scale x time-scale of wall time (0: flat out)")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--prefill-ms", o.prefill_ms,
+                 "Trace time of the prefill pass that admits new sequences (default: --decode-ms): "
+                 "kvsim waits this x time-scale between admitting them and the decode step that "
+                 "first reads their blocks, as an engine's next pass comes after the prefill's "
+                 "(0: in the same instant)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--step-ms", o.step_ms,
                  "Minimum wall time of a decode step, instead of the one --decode-ms gives "

@@ -343,11 +343,21 @@ void Simulator::count_read_nodes(TimeNs now) {
 }
 
 bool Simulator::advance(TimeNs now) {
+  admit(now);
+  return decode(now);
+}
+
+std::size_t Simulator::admit(TimeNs now) {
   enqueue_arrivals(now);
+  const std::uint64_t before = counters_.admitted;
   while (!waiting_.empty() && running_.size() < config_.max_batch) {
     if (!try_admit(waiting_.front(), now)) break;
     waiting_.pop_front();
   }
+  return counters_.admitted - before;
+}
+
+bool Simulator::decode(TimeNs now) {
   if (running_.empty()) return false;
   decode_step(now);
   return true;

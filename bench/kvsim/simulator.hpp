@@ -94,6 +94,11 @@ class Simulator {
   // Queues the requests that have arrived by `now`, admits what fits, then runs one decode
   // step over every running sequence. True if a decode step ran.
   bool advance(TimeNs now);
+  // advance() in its two halves, for a caller that lets the prefill pass take time between
+  // them, as an engine's does: admit() queues and admits (the prefill: the prompt's blocks
+  // written, the reused prefix read) and says how many it admitted; decode() runs the step.
+  std::size_t admit(TimeNs now);
+  bool decode(TimeNs now);
   // Wall time of the next arrival; nothing once the trace is used up (and not looping).
   [[nodiscard]] std::optional<TimeNs> next_arrival() const;
   // The trace is used up, nothing waits and nothing runs.
