@@ -64,7 +64,7 @@ struct DaemonConfig {
   // How soon after the first touch of memory kvtier demoted (the faults source's
   // return watch) the promotion tick runs, gathering the touches that follow;
   // nullopt: it waits for promote_interval.
-  std::optional<TimeNs> promote_wake = 50 * kNsPerMs;
+  std::optional<TimeNs> promote_wake = 5 * kNsPerMs;
   // Always-on recording (docs/recording.md): kvtierd records every step into a
   // new file at this path from start-up ("" : only on `kvtierctl record start`).
   // The file must not exist yet; the recording stops at either limit.
@@ -154,7 +154,7 @@ struct TieringConfig {
   NumaBalancingMode numa_balancing = NumaBalancingMode::kTiering;
   // hot_threshold_ms: a hint fault promotes its page in the fault path if the page
   // was unmapped less than this long ago.
-  std::optional<TimeNs> promote_threshold = kPromoteOnFirstAccess;
+  std::optional<TimeNs> promote_threshold = kPromoteAuto;
   // scan_period_min_ms / scan_period_max_ms: how often a task's slow-tier pages
   // are unmapped, in the task's own CPU time. Equal, so the kernel cannot
   // lengthen the period (docs/configuration.md says why it would).

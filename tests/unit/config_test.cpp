@@ -58,8 +58,8 @@ TEST(Config, MinimalFileGetsEveryDefault) {
   EXPECT_DOUBLE_EQ(g.policy.misdemotion_target, 0.05);
   EXPECT_DOUBLE_EQ(cfg->limits.dram_headroom, 0.03);
   EXPECT_EQ(cfg->tiering.numa_balancing, NumaBalancingMode::kTiering);
-  EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteOnFirstAccess);
-  EXPECT_EQ(cfg->daemon.promote_wake, 50 * kNsPerMs);
+  EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteAuto);
+  EXPECT_EQ(cfg->daemon.promote_wake, 5 * kNsPerMs);
   EXPECT_FALSE(g.demotion_node.has_value());
   EXPECT_FALSE(g.policy.dram_limit.has_value());
 }

@@ -1192,10 +1192,12 @@ TEST(Controller, DemotionsArmTheReturnWatchAndAutoLeavesPromotionToKvtierd) {
   EXPECT_EQ(loop.host.read(threshold), "3600000") << "the watch went: the fault path again";
 }
 
-// With the kernel promoting in the fault path ("first-access", the default) the
-// watch is neither armed nor a wake-up: the page would be promoted already.
+// With the kernel promoting in the fault path ("first-access") the watch is
+// neither armed nor a wake-up: the page would be promoted already.
 TEST(Controller, TheFaultPathPromotingLeavesTheReturnWatchAlone) {
-  Loop loop(hot_warm_and_back, true, SourceKind::kFault, kConfig, false, {}, true);
+  const std::string config =
+      std::string(kConfig) + "[tiering]\npromote_threshold = \"first-access\"\n";
+  Loop loop(hot_warm_and_back, true, SourceKind::kFault, config, false, {}, true);
   const std::string debug = kTieringDebug;
   write_tiering_knobs(loop.host);
   RecordingWatch watch;
