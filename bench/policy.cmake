@@ -15,3 +15,9 @@ target_link_libraries(recording_cut PRIVATE agent_recording kvtier_warnings)
 # host's real /sys and /proc.
 add_executable(host_bench ${CMAKE_CURRENT_SOURCE_DIR}/host_bench.cpp)
 target_link_libraries(host_bench PRIVATE agent_host benchmark::benchmark kvtier_warnings)
+
+# The whole control-loop step at 16 GiB to 4 TiB of tracked memory, synthetic, and one real
+# run on this host (bench/scale.sh, docs/benchmarks.md#scale).
+find_package(CLI11 REQUIRED)
+add_executable(kvtier_scale_bench ${CMAKE_CURRENT_SOURCE_DIR}/scale_bench.cpp)
+target_link_libraries(kvtier_scale_bench PRIVATE agent_controller CLI11::CLI11 kvtier_warnings)

@@ -31,3 +31,10 @@ set_tests_properties(vm.bench_smoke PROPERTIES TIMEOUT 1800)
 # The demo's sh readers of kvsim's and the probe's lines against a recorded kvsim output.
 add_test(NAME unit.demo_lines COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/demo_lines_test.sh)
 set_tests_properties(unit.demo_lines PROPERTIES LABELS unit)
+
+# The scale benchmark's short version (bench/scale.sh --short): the whole control-loop step over
+# 16 GiB of synthetic KV cache, 3 steps; it fails when the loop's mechanics disagree with the
+# generator (tracked bytes, bytes per node, moves in the steady state).
+add_test(NAME unit.bench_scale_short COMMAND ${PROJECT_SOURCE_DIR}/bench/scale.sh --short)
+set_tests_properties(unit.bench_scale_short PROPERTIES LABELS unit TIMEOUT 300
+  ENVIRONMENT KVTIER_BUILD_DIR=${CMAKE_BINARY_DIR})
