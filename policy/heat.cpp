@@ -55,10 +55,12 @@ HeatTable::HeatTable(HeatParams params)
       misdemotion_ticks_(static_cast<std::uint32_t>(
           std::min<TimeNs>((params.misdemotion_window + kTickNs - 1) / kTickNs, 0xffffffffU))) {}
 
-void HeatTable::touch(HeatState& s, std::uint32_t tick, std::uint64_t bytes) {
+// `pages`: how many pages share the state `s` (a chunk's pages alike).
+void HeatTable::touch(HeatState& s, std::uint32_t tick, std::uint64_t pages) {
+  const std::uint64_t bytes = pages * kPageSize;
   if ((s.flags & HeatState::kDemoted) != 0) {
     s.flags &= static_cast<std::uint16_t>(~HeatState::kDemoted);
-    ++events_.touched_demoted_pages;
+    events_.touched_demoted_pages += pages;
     const bool soon = tick >= s.last_moved && tick - s.last_moved < misdemotion_ticks_;
     if (soon) {
       s.set_strikes(s.strikes() + 1);
@@ -84,12 +86,28 @@ void HeatTable::add_events(HeatState& s, double events, std::uint32_t tick) cons
 }
 
 HeatTable::Chunk& HeatTable::chunk_for(std::uint64_t addr) {
-  auto [it, inserted] = chunks_.try_emplace(chunk_base(addr));
-  if (inserted) it->second.pages = std::make_unique<HeatState[]>(kPagesPerChunk);
-  return it->second;
+  return chunks_.try_emplace(chunk_base(addr)).first->second;
 }
 
-// Calls f(HeatState&) for every page of the range; creates chunks when `create`.
+void HeatTable::spread(Chunk& c) {
+  if (c.pages) return;
+  c.pages = std::make_unique_for_overwrite<HeatState[]>(kPagesPerChunk);
+  std::fill_n(c.pages.get(), kPagesPerChunk, c.same);
+}
+
+void HeatTable::fold(Chunk& c) {
+  if (!c.pages) return;
+  const HeatState* p = c.pages.get();
+  if (!std::all_of(p + 1, p + kPagesPerChunk, [&](const HeatState& s) { return s == p[0]; })) {
+    return;
+  }
+  c.same = p[0];
+  c.pages.reset();
+}
+
+// Calls f(HeatState*, pages) for the pages of the range: once for a whole chunk
+// whose pages are alike (pages = 512), else once per page (pages = 1). First
+// f(nullptr, 0) for a chunk not there yet: true creates it (untracked pages).
 template <class F>
 void HeatTable::for_each_page(AddrRange range, F&& f) {
   const std::uint64_t a = page_down(range.start);
@@ -99,14 +117,23 @@ void HeatTable::for_each_page(AddrRange range, F&& f) {
     Chunk* chunk = nullptr;
     if (it != chunks_.end()) {
       chunk = &it->second;
-    } else if (!f(nullptr)) {
+    } else if (!f(nullptr, 0)) {
       continue;
     } else {
       chunk = &chunk_for(base);
     }
     const std::uint64_t from = std::max(a, base);
     const std::uint64_t to = std::min(b, base + kHugePageSize);
-    for (std::uint64_t p = from; p < to; p += kPageSize) f(&chunk->pages[(p - base) / kPageSize]);
+    const bool whole = from == base && to == base + kHugePageSize;
+    if (whole && !chunk->pages) {
+      f(&chunk->same, kPagesPerChunk);
+      continue;
+    }
+    spread(*chunk);
+    for (std::uint64_t p = from; p < to; p += kPageSize) {
+      f(&chunk->pages[(p - base) / kPageSize], std::uint64_t{1});
+    }
+    if (whole) fold(*chunk);
   }
 }
 
@@ -150,7 +177,7 @@ void HeatTable::track(AddrRange range, int node, TimeNs now) {
     for_each_region(range, [&](HeatState& s, std::uint64_t, std::uint64_t) { s.node = n; });
     return;
   }
-  for_each_page(range, [&](HeatState* s) {
+  for_each_page(range, [&](HeatState* s, std::uint64_t) {
     if (s == nullptr) return true;
     if (!s->tracked()) *s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
     s->node = n;
@@ -165,12 +192,13 @@ void HeatTable::untrack(AddrRange range) {
                    regions_.lower_bound(page_up(range.end)));
     return;
   }
-  for_each_page(range, [](HeatState* s) {
+  for_each_page(range, [](HeatState* s, std::uint64_t) {
     if (s != nullptr) *s = HeatState{};
     return false;
   });
   std::erase_if(chunks_, [](const auto& kv) {
     const HeatState* p = kv.second.pages.get();
+    if (p == nullptr) return !kv.second.same.tracked();
     return std::none_of(p, p + kPagesPerChunk, [](const HeatState& s) { return s.tracked(); });
   });
 }
@@ -192,13 +220,15 @@ void HeatTable::add(const AccessSample& sample) {
     // Region heat is per page: one access is spread over the region's pages.
     const std::uint64_t bytes = it->second.end - it->first;
     const double pages = static_cast<double>(bytes) / static_cast<double>(kPageSize);
-    touch(it->second.state, tick, bytes);
+    touch(it->second.state, tick, bytes / kPageSize);
     add_events(it->second.state, events / pages, tick);
     return;
   }
-  HeatState& s = chunk_for(sample.addr).pages[(sample.addr % kHugePageSize) / kPageSize];
+  Chunk& c = chunk_for(sample.addr);
+  spread(c);
+  HeatState& s = c.pages[(sample.addr % kHugePageSize) / kPageSize];
   if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
-  touch(s, tick, kPageSize);
+  touch(s, tick, 1);
   add_events(s, events, tick);
 }
 
@@ -225,11 +255,11 @@ void HeatTable::add(const RegionAccess& r) {
     }
     return;
   }
-  for_each_page(r.range, [&](HeatState* s) {
+  for_each_page(r.range, [&](HeatState* s, std::uint64_t pages) {
     if (s == nullptr) return true;
     if (!s->tracked()) *s = fresh;
     if (events > 0) add_events(*s, events, tick);
-    if (strong) touch(*s, tick, kPageSize);
+    if (strong) touch(*s, tick, pages);
     return true;
   });
 }
@@ -263,8 +293,8 @@ void HeatTable::set_node(AddrRange range, int node) {
         range, [&](HeatState& s, std::uint64_t a, std::uint64_t b) { observe_node(s, n, b - a); });
     return;
   }
-  for_each_page(range, [&](HeatState* s) {
-    if (s != nullptr && s->tracked()) observe_node(*s, n, kPageSize);
+  for_each_page(range, [&](HeatState* s, std::uint64_t pages) {
+    if (s != nullptr && s->tracked()) observe_node(*s, n, pages * kPageSize);
     return false;
   });
 }
@@ -278,7 +308,7 @@ void HeatTable::mark_moved(AddrRange range, int node, TimeNs now, bool demotion)
         range, [&](HeatState& s, std::uint64_t, std::uint64_t) { moved(s, n, tick, demotion); });
     return;
   }
-  for_each_page(range, [&](HeatState* s) {
+  for_each_page(range, [&](HeatState* s, std::uint64_t) {
     if (s != nullptr && s->tracked()) moved(*s, n, tick, demotion);
     return false;
   });
@@ -326,7 +356,7 @@ void HeatTable::compact(TimeNs now, double tolerance) {
 std::optional<HeatUnit> HeatTable::at(std::uint64_t addr, TimeNs now) const {
   const std::uint32_t tick = to_tick(now);
   if (auto c = chunks_.find(chunk_base(addr)); c != chunks_.end()) {
-    const HeatState& s = c->second.pages[(addr % kHugePageSize) / kPageSize];
+    const HeatState& s = c->second.page((addr % kHugePageSize) / kPageSize);
     if (!s.tracked()) return std::nullopt;
     const std::uint64_t a = page_down(addr);
     HeatUnit u = unit_of(s, {a, a + kPageSize}, tick);
@@ -343,6 +373,10 @@ std::optional<HeatUnit> HeatTable::at(std::uint64_t addr, TimeNs now) const {
 std::uint64_t HeatTable::tracked_bytes() const {
   std::uint64_t bytes = 0;
   for (const auto& [base, c] : chunks_) {
+    if (!c.pages) {
+      bytes += c.same.tracked() ? kHugePageSize : 0;
+      continue;
+    }
     bytes += kPageSize * static_cast<std::uint64_t>(
                              std::count_if(c.pages.get(), c.pages.get() + kPagesPerChunk,
                                            [](const HeatState& s) { return s.tracked(); }));
@@ -354,8 +388,10 @@ std::uint64_t HeatTable::tracked_bytes() const {
 std::uint64_t HeatTable::memory_bytes() const {
   // A std::map node carries three pointers and a colour besides its value.
   constexpr std::uint64_t kMapNode = 32;
-  return chunks_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Chunk) +
-                           kPagesPerChunk * sizeof(HeatState)) +
+  std::uint64_t spread_chunks = 0;
+  for (const auto& [base, c] : chunks_) spread_chunks += c.pages ? 1 : 0;
+  return chunks_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Chunk)) +
+         spread_chunks * kPagesPerChunk * sizeof(HeatState) +
          regions_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Region)) + sizeof(*this);
 }
 

@@ -10,9 +10,13 @@
 // converges to the access rate for a steady rate. Region sources see at most one
 // access per sampling check, so their figure saturates at 1/sample_interval.
 //
-// Two layouts: kPage keeps 16 bytes per tracked page in dense 2 MiB chunks
-// (a chunk flagged huge moves as one unit); kRegion keeps one entry per region
-// (split on reports, merged again by compact()), like DAMON.
+// Two layouts: kPage keeps 2 MiB chunks (a chunk flagged huge moves as one
+// unit), each either one state for all its 512 pages (while nothing told them
+// apart: a mapping tracked, located and moved as a whole, never sampled) or,
+// once page-level evidence makes one page differ, 16 bytes per page; a write
+// that covers a whole chunk and leaves its pages alike folds it back. kRegion
+// keeps one entry per region (split on reports, merged again by compact()),
+// like DAMON.
 
 #include <algorithm>
 #include <cstdint>
@@ -59,12 +63,14 @@ struct HeatState {
   static constexpr unsigned kMaxStrikes = 7;
   [[nodiscard]] bool tracked() const { return (flags & kTracked) != 0; }
   [[nodiscard]] unsigned strikes() const { return (flags & kStrikeMask) >> kStrikeShift; }
+  bool operator==(const HeatState&) const = default;
   void set_strikes(unsigned n) {
     flags = static_cast<std::uint16_t>((flags & ~kStrikeMask) |
                                        (std::min(n, kMaxStrikes) << kStrikeShift));
   }
 };
-static_assert(sizeof(HeatState) == 16, "the heat model promises 16 bytes per tracked page");
+static_assert(sizeof(HeatState) == 16,
+              "the heat model promises 16 bytes per page with page-level evidence");
 
 // 2^(-dt/half_life) for dt in ticks, from two small tables (no exp2 per page).
 class Decay {
@@ -196,7 +202,10 @@ class HeatTable {
   }
   struct Chunk {
     bool huge = false;
-    std::unique_ptr<HeatState[]> pages;  // kPagesPerChunk entries
+    // The state of every page while `pages` is null.
+    HeatState same;
+    std::unique_ptr<HeatState[]> pages;  // kPagesPerChunk entries, or null: all `same`
+    [[nodiscard]] const HeatState& page(std::uint64_t i) const { return pages ? pages[i] : same; }
   };
   struct Region {
     std::uint64_t end = 0;
@@ -204,10 +213,14 @@ class HeatTable {
   };
 
   void add_events(HeatState& s, double events, std::uint32_t tick) const;
-  // Page-level evidence of an access to `bytes` of memory in state `s` at `tick`.
-  void touch(HeatState& s, std::uint32_t tick, std::uint64_t bytes);
+  // Page-level evidence of an access at `tick` to the `pages` pages in state `s`.
+  void touch(HeatState& s, std::uint32_t tick, std::uint64_t pages);
   void observe_node(HeatState& s, std::int16_t n, std::uint64_t bytes);
   Chunk& chunk_for(std::uint64_t addr);
+  // Gives the chunk one state per page (each `same`).
+  static void spread(Chunk& c);
+  // Back to one state if every page has the same.
+  static void fold(Chunk& c);
   // kRegion: makes region boundaries at a and b (splitting), tracking gaps in [a, b).
   void split_regions(std::uint64_t a, std::uint64_t b, std::uint32_t tick, bool fill_gaps);
   template <class F>
@@ -227,12 +240,11 @@ template <class F>
 void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
   const std::uint32_t tick = to_tick(now);
   for (const auto& [base, chunk] : chunks_) {
-    const HeatState* pages = chunk.pages.get();
     if (chunk.huge) {
       HeatUnit u{.range = {base, base + kHugePageSize}, .huge = true};
       bool any = false;
       for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
-        const HeatState& s = pages[i];
+        const HeatState& s = chunk.page(i);
         if (!s.tracked()) continue;
         const float h = decay_.heat_at(s, tick);
         if (!any || h > u.heat) u.heat = h;
@@ -244,10 +256,21 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
         u.touched = u.touched || (s.flags & HeatState::kTouched) != 0;
         u.strikes = std::max(u.strikes, s.strikes());
         any = true;
+        if (!chunk.pages) break;  // every page alike
       }
       if (any) visit(u);
       continue;
     }
+    if (!chunk.pages) {
+      if (!chunk.same.tracked()) continue;
+      HeatUnit u = unit_of(chunk.same, {base, base + kPageSize}, tick);
+      for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
+        u.range = {base + i * kPageSize, base + (i + 1) * kPageSize};
+        visit(u);
+      }
+      continue;
+    }
+    const HeatState* pages = chunk.pages.get();
     for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
       const HeatState& s = pages[i];
       if (!s.tracked()) continue;

@@ -120,6 +120,71 @@ TEST(Heat, HugeChunkIsOneUnitWithItsHottestPage) {
   EXPECT_EQ(units[1].range.bytes(), kPageSize);
 }
 
+// A chunk whose pages nothing told apart is one state: 16 bytes for 512 pages, each
+// still a unit of its own. A point sample gives it a state per page; a write over
+// the whole chunk that leaves its pages alike folds it back. What a write over it
+// counts is counted for every page.
+TEST(Heat, ChunkOfAlikePagesIsOneStateUntilEvidenceTellsThemApart) {
+  HeatTable t;
+  const std::uint64_t chunks = 64;
+  t.track({kBase, kBase + chunks * kHugePageSize}, 0, kSec);
+  EXPECT_LT(t.memory_bytes(), chunks * 128);
+  EXPECT_EQ(t.tracked_bytes(), chunks * kHugePageSize);
+  std::uint64_t n = 0;
+  AddrRange last;
+  t.for_each_unit(kSec, [&](const HeatUnit& u) {
+    ++n;
+    last = u.range;
+  });
+  EXPECT_EQ(n, chunks * kPagesPerChunk);
+  EXPECT_EQ(last, (AddrRange{kBase + chunks * kHugePageSize - kPageSize,
+                             kBase + chunks * kHugePageSize}));
+  // A sample: that chunk a state per page, the others one state each.
+  const std::uint64_t hit = kBase + kHugePageSize + 5 * kPageSize;
+  t.add(AccessSample{.addr = hit, .time = 2 * kSec, .weight = 3});
+  EXPECT_GE(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
+  EXPECT_LT(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState) + chunks * 128);
+  EXPECT_GT(t.at(hit, 2 * kSec)->heat, 0.0F);
+  EXPECT_EQ(t.at(hit + kPageSize, 2 * kSec)->heat, 0.0F);
+  EXPECT_EQ(t.tracked_bytes(), chunks * kHugePageSize);
+  // Moved whole: still a state per page (one page's heat differs).
+  t.mark_moved({kBase + kHugePageSize, kBase + 2 * kHugePageSize}, 1, 3 * kSec, true);
+  EXPECT_GE(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
+  EXPECT_EQ(t.at(hit + kPageSize, 3 * kSec)->node, 1);
+  // Untracked whole: the chunk goes, and its pages' array with it.
+  t.untrack({kBase + kHugePageSize, kBase + 2 * kHugePageSize});
+  EXPECT_LT(t.memory_bytes(), chunks * 128);
+  EXPECT_EQ(t.tracked_bytes(), (chunks - 1) * kHugePageSize);
+
+  // Every page sampled alike, then moved whole: alike again, one state.
+  HeatTable alike;
+  alike.track({kBase, kBase + kHugePageSize}, 0, kSec);
+  for (std::uint64_t p = 0; p < kPagesPerChunk; ++p) {
+    alike.add(AccessSample{.addr = kBase + p * kPageSize, .time = 2 * kSec, .weight = 1});
+  }
+  EXPECT_GE(alike.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
+  alike.mark_moved({kBase, kBase + kHugePageSize}, 1, 3 * kSec, true);
+  EXPECT_LT(alike.memory_bytes(), 1024U);
+  EXPECT_GT(alike.at(kBase + 9 * kPageSize, 3 * kSec)->heat, 0.0F);
+  EXPECT_EQ(alike.at(kBase + 9 * kPageSize, 3 * kSec)->node, 1);
+
+  // A strong region report over a demoted chunk touches all 512 pages, and a
+  // residency read that finds them elsewhere counts all of them.
+  HeatTable touched({.misdemotion_window = 60 * kSec, .region_touch_share = 0.5});
+  touched.track({kBase, kBase + kHugePageSize}, 0, kSec);
+  touched.mark_moved({kBase, kBase + kHugePageSize}, 1, 2 * kSec, true);
+  touched.add(RegionAccess{.range = {kBase, kBase + kHugePageSize},
+                           .nr_accesses = 10,
+                           .max_nr_accesses = 10,
+                           .time = 3 * kSec});
+  const HeatEvents ev = touched.take_events();
+  EXPECT_EQ(ev.touched_demoted_pages, kPagesPerChunk);
+  EXPECT_EQ(ev.misdemoted_bytes, kHugePageSize);
+  touched.set_node({kBase, kBase + kHugePageSize}, 0);
+  EXPECT_EQ(touched.take_events().moved_by_kernel_bytes, kHugePageSize);
+  EXPECT_LT(touched.memory_bytes(), 1024U);
+}
+
 TEST(Heat, HugeBlocksFromTheResidencyReaderReplaceTheFlags) {
   HeatTable t;
   t.track({kBase, kBase + 3 * kHugePageSize}, 0, kSec);
