@@ -4,7 +4,7 @@
 # 4 TiB of tracked memory, by build/bench/kvtier_scale_bench (bench/scale_bench.cpp says what
 # it generates and what is real). Four parts:
 #   1. the KV shape (3% of the sequences hot, 7% warm, the rest idle on the CXL node), 1 target;
-#   2. the added memory cold: 1.6 GiB hot and warm at every size (16 GiB's share);
+#   2. the added memory cold: 1638 MiB hot and warm at every size (16 GiB's share);
 #   3. 64 and 256 targets with 16 GiB between them, against 1 target;
 #   4. real: a child with the largest anonymous mapping this machine holds now (MemAvailable
 #      less 8 GiB for the other work, at most 16 GiB), the host's hotness sources, move_pages as
@@ -38,8 +38,8 @@ if ((short)); then
 fi
 echo "== 1. the KV shape, one target"
 "$bin" --sizes 16GiB,128GiB,1TiB,4TiB
-echo "== 2. the added memory cold (hot and warm fixed at 1.6 GiB)"
-"$bin" --sizes 16GiB,128GiB,1TiB --hot-bytes 1.6GiB
+echo "== 2. the added memory cold (hot and warm fixed at 1638 MiB)"
+"$bin" --sizes 16GiB,128GiB,1TiB --hot-bytes 1638MiB
 for n in 64 256; do
   echo "== 3. $n targets, 16 GiB between them"
   "$bin" --sizes 16GiB --targets "$n"

@@ -1,6 +1,7 @@
 // The whole control-loop step (agent::Controller::step: discover, the sources'
 // drain into the heat tables, residency, plan, dispatch, record and telemetry)
-// at many sizes of tracked memory, for issue 33 (docs/benchmarks.md#scale).
+// at many sizes of tracked memory, for issue 33
+// (docs/benchmarks.md#scale-the-step-from-16-gib-to-4-tib).
 //
 // Synthetic (each size in --sizes): a /proc tree in a temporary directory
 // holds N processes whose one anonymous mapping is the KV pool; a generator
@@ -151,6 +152,12 @@ struct Pool {
   [[nodiscard]] std::uint64_t bytes_on(int n) const {
     return kBlock * static_cast<std::uint64_t>(std::ranges::count(node, n));
   }
+  // When within the 5 s before `now` the sample of the page at `addr` came: each
+  // page at its own moment, as the kernel's scan unmaps and faults them.
+  static TimeNs jittered(TimeNs now, std::uint64_t addr) {
+    constexpr std::uint64_t kGolden = 2654435761;
+    return now - static_cast<TimeNs>((addr / kPageSize * kGolden) % 50) * (kSec / 10);
+  }
   // The next `n` pages of the hot blocks, in turn.
   void sample_hot(std::uint64_t n, TimeNs now, std::vector<AccessSample>& out) {
     const std::uint64_t pages = hot.size() * kPagesPerBlock;
@@ -159,7 +166,8 @@ struct Pool {
       const std::uint64_t p = (next_hot_page + i) % pages;
       const std::uint64_t addr =
           kPoolBase + hot[p / kPagesPerBlock] * kBlock + (p % kPagesPerBlock) * kPageSize;
-      out.push_back(AccessSample{.pid = pid, .addr = addr, .time = now, .weight = 1});
+      out.push_back(
+          AccessSample{.pid = pid, .addr = addr, .time = jittered(now, addr), .weight = 1});
     }
     next_hot_page = (next_hot_page + std::min(n, pages)) % pages;
   }
@@ -171,8 +179,9 @@ struct Pool {
     for (; b < kind.size() && out.size() + kPagesPerBlock <= max; ++b) {
       if (kind[b] != k) continue;
       for (std::uint64_t p = 0; p < kPagesPerBlock; ++p) {
-        out.push_back(AccessSample{
-            .pid = pid, .addr = kPoolBase + b * kBlock + p * kPageSize, .time = now, .weight = 1});
+        const std::uint64_t addr = kPoolBase + b * kBlock + p * kPageSize;
+        out.push_back(
+            AccessSample{.pid = pid, .addr = addr, .time = jittered(now, addr), .weight = 1});
       }
     }
     return b;
@@ -577,6 +586,7 @@ void print_row(const std::string& label, const Figures& f) {
       cpu(agent::LoopPhase::kSources), cpu(agent::LoopPhase::kResidency),
       cpu(agent::LoopPhase::kPlan), cpu(agent::LoopPhase::kMove), ms(f.step_cpu),
       ms(f.full_residency), ms(f.plan), f.samples);
+  std::fflush(stdout);  // a size can take minutes: each row as it comes
 }
 
 double exponent(double a, double b, double sa, double sb) {
@@ -690,9 +700,11 @@ int run(int argc, char** argv) {
     done.emplace_back(size, f);
   }
   for (std::size_t i = 1; i < done.size(); ++i) {
-    const auto& [s1, f1] = done[i - 1];
-    const auto& [s2, f2] = done[i];
-    const auto e = [&](double a, double b) {
+    const std::uint64_t s1 = done[i - 1].first;
+    const std::uint64_t s2 = done[i].first;
+    const Figures& f1 = done[i - 1].second;
+    const Figures& f2 = done[i].second;
+    const auto e = [s1, s2](double a, double b) {
       return exponent(a, b, static_cast<double>(s1), static_cast<double>(s2));
     };
     fmt::print("growth {} -> {}: step CPU ^{:.2f}, rss ^{:.2f}, plan() ^{:.2f}\n",
@@ -734,5 +746,10 @@ int run(int argc, char** argv) {
 }  // namespace kvtier::bench
 
 int main(int argc, char** argv) {
-  return kvtier::bench::run(argc, argv);
+  try {
+    return kvtier::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fputs(fmt::format("scale_bench: {}\n", e.what()).c_str(), stderr);
+    return 2;
+  }
 }
