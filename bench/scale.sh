@@ -13,7 +13,7 @@
 # extrapolation from the two sizes below it.
 #
 # Usage: bench/scale.sh [--short] [--out FILE]
-#   --short  16 GiB synthetic only, 3 steps (CI runs this: ctest -R bench.scale_short)
+#   --short  16 GiB synthetic only, 3 steps (CI runs this: ctest -R unit.bench_scale_short)
 #   --out    also write everything printed to FILE
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ while (($#)); do
   case $1 in
     --short) short=1 ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scale.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
