@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace kvtier::policy {
@@ -102,6 +105,74 @@ std::optional<int> preferred_demotion_target(const Topology& topo, int from) {
     }
   }
   return best;
+}
+
+namespace {
+
+bool is_target(const std::vector<NodeRole>& roles, int node) {
+  return std::ranges::any_of(
+      roles, [&](const NodeRole& r) { return r.node == node && r.demotion_target; });
+}
+
+std::uint64_t mib(std::uint64_t bytes) {
+  return bytes >> 20;
+}
+
+// The change of one node present after, or nullopt.
+std::optional<TopologyChange> node_change(const Topology& before,
+                                          const std::vector<NodeRole>& roles_before,
+                                          const NumaNode& node, const NodeRole& role) {
+  TopologyChange c{.node = node.id, .demotion_target = role.demotion_target, .reason = role.reason};
+  const NumaNode* old = before.find(node.id);
+  const std::string now_is = role.demotion_target ? "a demotion target" : "not a demotion target";
+  if (old == nullptr) {
+    c.line = fmt::format("node {} appeared ({} MiB): {} ({})", node.id, mib(node.mem_total_bytes),
+                         now_is, role.reason);
+    return c;
+  }
+  const bool was = is_target(roles_before, node.id);
+  const std::string memory = fmt::format("memory online {} -> {} MiB", mib(old->mem_total_bytes),
+                                         mib(node.mem_total_bytes));
+  if (was && !role.demotion_target) {
+    c.lost_target = true;
+    c.line = fmt::format(
+        "node {} is no longer a demotion target ({}; {}): kvtier demotes nothing "
+        "there until it is one again",
+        node.id, memory, role.reason);
+  } else if (!was && role.demotion_target) {
+    c.line =
+        fmt::format("node {} is a demotion target again ({}; {})", node.id, memory, role.reason);
+  } else if (mib(old->mem_total_bytes) != mib(node.mem_total_bytes)) {
+    c.line = fmt::format("node {}: {}; {} ({})", node.id, memory, now_is, role.reason);
+  } else {
+    return std::nullopt;
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<TopologyChange> topology_changes(const Topology& before, const Topology& after) {
+  std::vector<TopologyChange> out;
+  if (before.nodes.empty()) return out;
+  const std::vector<NodeRole> roles_before = classify_nodes(before);
+  for (const auto& role : classify_nodes(after)) {
+    if (auto c = node_change(before, roles_before, *after.find(role.node), role)) {
+      out.push_back(std::move(*c));
+    }
+  }
+  for (const auto& old : before.nodes) {
+    if (after.find(old.id) != nullptr) continue;
+    const bool was = is_target(roles_before, old.id);
+    out.push_back(TopologyChange{
+        .node = old.id,
+        .lost_target = was,
+        .reason = "not online",
+        .line =
+            fmt::format("node {} went offline ({} MiB){}", old.id, mib(old.mem_total_bytes),
+                        was ? ": it was a demotion target; kvtier demotes nothing there" : "")});
+  }
+  return out;
 }
 
 }  // namespace kvtier::policy

@@ -64,4 +64,19 @@ std::vector<NodeRole> classify_nodes(const Topology& topo);
 // The demotion target nearest to `from` (by distance), if any.
 std::optional<int> preferred_demotion_target(const Topology& topo, int from);
 
+// A node whose part changed between two reads of the topology: memory offlined
+// or onlined (a memory block, a CXL expander), a node that came or went.
+struct TopologyChange {
+  int node = 0;
+  bool demotion_target = false;  // after the change
+  bool lost_target = false;      // a demotion target before, not after
+  std::string reason;            // classify_nodes' reason, after
+  std::string line;              // one line for the log
+};
+
+// What changed from `before` to `after`: a node's role (demotion target or
+// not), a node that appeared or went, or its memory online (MemTotal) grown or
+// shrunk by at least a MiB. Nothing when `before` has no node (the first read).
+std::vector<TopologyChange> topology_changes(const Topology& before, const Topology& after);
+
 }  // namespace kvtier::policy

@@ -304,5 +304,64 @@ TEST(ClassifyNodes, MemorylessNodeIsNotATarget) {
   EXPECT_FALSE(policy::classify_nodes(t)[1].demotion_target);
 }
 
+// Issue 37: memory offlined and onlined at run time, a node that comes and goes.
+TEST(TopologyChanges, NodeMemoryOfflinedThenOnlinedAgain) {
+  const auto n0 = node(0, {0}, {{0, 10}, {1, 20}}, 4);
+  const auto n1 = node(1, {}, {{0, 20}, {1, 10}}, 35);
+  const policy::Topology full{.nodes = {n0, n1}};
+  // The first read (nothing before) is no change: kvtierd logs every node's role at start.
+  EXPECT_TRUE(policy::topology_changes({}, full).empty());
+  EXPECT_TRUE(policy::topology_changes(full, full).empty());
+
+  auto half1 = n1;
+  half1.mem_total_bytes = n1.mem_total_bytes / 2;
+  const policy::Topology half{.nodes = {n0, half1}};
+  auto c = policy::topology_changes(full, half);
+  ASSERT_EQ(c.size(), 1U);
+  EXPECT_EQ(c[0].node, 1);
+  EXPECT_TRUE(c[0].demotion_target);
+  EXPECT_FALSE(c[0].lost_target);
+  EXPECT_NE(c[0].line.find("memory online 1024 -> 512 MiB"), std::string::npos) << c[0].line;
+
+  auto none1 = n1;
+  none1.mem_total_bytes = 0;
+  const policy::Topology none{.nodes = {n0, none1}};
+  c = policy::topology_changes(half, none);
+  ASSERT_EQ(c.size(), 1U);
+  EXPECT_TRUE(c[0].lost_target);
+  EXPECT_FALSE(c[0].demotion_target);
+  EXPECT_EQ(c[0].reason, "no memory online");
+  EXPECT_EQ(c[0].line,
+            "node 1 is no longer a demotion target (memory online 512 -> 0 MiB; no memory "
+            "online): kvtier demotes nothing there until it is one again");
+
+  c = policy::topology_changes(none, full);
+  ASSERT_EQ(c.size(), 1U);
+  EXPECT_TRUE(c[0].demotion_target);
+  EXPECT_FALSE(c[0].lost_target);
+  EXPECT_NE(c[0].line.find("node 1 is a demotion target again (memory online 0 -> 1024 MiB"),
+            std::string::npos)
+      << c[0].line;
+}
+
+TEST(TopologyChanges, NodeThatAppearsOrGoes) {
+  const auto n0 = node(0, {0}, {{0, 10}, {2, 20}}, 4);
+  const auto n2 = node(2, {}, {{0, 20}, {2, 10}}, 35);
+  const policy::Topology one{.nodes = {n0}};
+  const policy::Topology two{.nodes = {n0, n2}};
+  auto c = policy::topology_changes(one, two);
+  ASSERT_EQ(c.size(), 1U);
+  EXPECT_EQ(c[0].node, 2);
+  EXPECT_TRUE(c[0].demotion_target);
+  EXPECT_NE(c[0].line.find("node 2 appeared (1024 MiB): a demotion target"), std::string::npos)
+      << c[0].line;
+  c = policy::topology_changes(two, one);
+  ASSERT_EQ(c.size(), 1U);
+  EXPECT_TRUE(c[0].lost_target);
+  EXPECT_EQ(c[0].line,
+            "node 2 went offline (1024 MiB): it was a demotion target; kvtier demotes nothing "
+            "there");
+}
+
 }  // namespace
 }  // namespace kvtier
