@@ -88,6 +88,21 @@ void print_placement(const json& loop) {
   print_promotion(t);
 }
 
+// The nodes kvtierd demotes to now (read every step), and how many times the
+// topology changed under it.
+void print_demotion_targets(const json& topo) {
+  if (!topo.contains("demotion_targets")) return;
+  std::string nodes;
+  for (const auto& n : topo["demotion_targets"]) {
+    if (n.is_number_integer())
+      nodes += fmt::format("{}{}", nodes.empty() ? "" : ", ", n.get<int>());
+  }
+  const auto changes = get_or<std::uint64_t>(topo, "changes", 0);
+  fmt::print(
+      "  {:<11} {}{}\n", "demote to", nodes.empty() ? "no node now" : "node " + nodes,
+      changes == 0 ? std::string() : fmt::format(" ({} topology changes since start)", changes));
+}
+
 // What runs (sources and mover, and why), whether moves happen, and what is
 // degraded: what an operator asks first.
 void print_loop(const json& loop) {
@@ -104,6 +119,7 @@ void print_loop(const json& loop) {
              mover.empty() ? "none (observe-only)"
                            : mover + (mover == "dry-run" ? " (mover.kind: plans, moves nothing)"
                                                          : " (mover.kind)"));
+  print_demotion_targets(loop.value("topology", json::object()));
   const json disc = loop.value("discovery", json::object());
   if (auto how = get_or<std::string>(disc, "how", ""); !how.empty()) {
     fmt::print("  {:<11} found by {}\n", "targets", how);

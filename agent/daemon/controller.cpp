@@ -21,6 +21,7 @@
 #include "agent/daemon/shared_pools.hpp"
 #include "agent/daemon/target_set.hpp"
 #include "agent/daemon/telemetry.hpp"
+#include "agent/daemon/topology_watch.hpp"
 #include "agent/daemon/views.hpp"
 #include "agent/host/availability.hpp"
 #include "agent/host/clock.hpp"
@@ -377,7 +378,9 @@ Result<void> Controller::refresh_memory_now() {
 }
 
 Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
+  const policy::Topology before = state_.topology;
   if (auto ok = read_topology_now(); !ok) return ok;
+  note_topology_changes(before, state_, now, telemetry);
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);

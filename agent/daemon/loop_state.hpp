@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -98,6 +99,15 @@ struct LoopState {
   TimeNs last_move_at = 0;
   int full_node = -1;
   TimeNs full_at = 0;
+  // Nodes that were demotion targets and are not now (their memory offlined, the
+  // node gone): node -> since when, and why (topology_watch.hpp). Empty again
+  // once each is a target again.
+  struct LostTarget {
+    TimeNs since = 0;
+    std::string reason;
+  };
+  std::map<int, LostTarget> lost_targets;
+  std::uint64_t topology_changes = 0;   // changes seen since start, one log line each
   std::vector<GroupFeedback> feedback;  // one per group of the config
   // How targets are found (ControllerDeps::discovery), the watcher's events
   // taken, the last full /proc read, and the changes such reads found that

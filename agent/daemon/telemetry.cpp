@@ -63,6 +63,12 @@ Telemetry::Telemetry() {
            "(/proc/zoneinfo): the kernel's, not counted as room for moves");
   describe("kvtier_node_info", MetricKind::kGauge,
            "1 for each NUMA node: whether it has CPUs and whether kvtier would demote to it");
+  describe("kvtier_demotion_targets", MetricKind::kGauge,
+           "NUMA nodes kvtier demotes to now (read every step: 0 while every such node's memory "
+           "is offline)");
+  describe("kvtier_topology_changes_total", MetricKind::kCounter,
+           "Changes of the NUMA topology seen between steps: a node's memory onlined or "
+           "offlined, a node that became or stopped being a demotion target, came or went");
   describe("kvtier_observe_only", MetricKind::kGauge,
            "1 while kvtierd moves no page (no demotion target when it started), else 0");
   describe("kvtier_demoted_bytes_total", MetricKind::kCounter, "Bytes kvtier demoted, per group");
@@ -257,7 +263,9 @@ void Telemetry::set_node_memory(const policy::Topology& topo) {
   }
   // Read every step, so memory onlined after start (daxctl) shows while kvtierd observes only.
   clear("kvtier_node_info");
+  int targets = 0;
   for (const auto& role : policy::classify_nodes(topo)) {
+    if (role.demotion_target) ++targets;
     const auto* n = topo.find(role.node);
     const bool cpus = n != nullptr && n->has_cpus();
     set("kvtier_node_info",
@@ -266,6 +274,7 @@ void Telemetry::set_node_memory(const policy::Topology& topo) {
          {"demotion_target", role.demotion_target ? "true" : "false"}},
         1);
   }
+  set("kvtier_demotion_targets", {}, targets);
 }
 
 void Telemetry::set_residency(

@@ -223,6 +223,12 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
         "the dirty scan watch it",
         pid, t.comm, static_cast<double>(now - t.scan_seq_at) / 1e9));
   }
+  for (const auto& [node, lost] : s.lost_targets) {
+    out.push_back(fmt::format(
+        "node {} is no longer a demotion target ({}) for {:.0f} s: nothing is demoted there; "
+        "see docs/troubleshoot.md",
+        node, lost.reason, static_cast<double>(now - lost.since) / 1e9));
+  }
   if (s.full_node >= 0 && s.full_at + LoopState::kMoveWindow > now) {
     out.push_back(fmt::format("node {} full: a demotion there found no free memory {:.0f} s ago",
                               s.full_node, static_cast<double>(now - s.full_at) / 1e9));
@@ -243,6 +249,21 @@ json cpu_json(const LoopState& s) {
   return {{"loop_seconds", loop},
           {"loop_seconds_by_phase", phases},
           {"process_seconds", process_cpu_seconds()}};
+}
+
+// The demotion targets now, the ones lost (since when, why), the changes seen.
+json topology_json(const LoopState& s, TimeNs now) {
+  json targets = json::array();
+  for (const auto& role : policy::classify_nodes(s.topology)) {
+    if (role.demotion_target) targets.push_back(role.node);
+  }
+  json lost = json::array();
+  for (const auto& [node, l] : s.lost_targets) {
+    lost.push_back({{"node", node},
+                    {"reason", l.reason},
+                    {"seconds", static_cast<double>(now - l.since) / 1e9}});
+  }
+  return {{"demotion_targets", targets}, {"lost_targets", lost}, {"changes", s.topology_changes}};
 }
 
 json describe(const LoopState& s, bool full, TimeNs now) {
@@ -275,6 +296,7 @@ json describe(const LoopState& s, bool full, TimeNs now) {
             {"process_events", s.process_events},
             {"rescan_corrections", s.rescan_corrections}}},
           {"degraded", degraded_lines(s, now)},
+          {"topology", topology_json(s, now)},
           {"pinned", pinned_lines(s)},
           {"placement", feedback_json(s)}};
 }

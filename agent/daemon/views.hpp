@@ -24,11 +24,14 @@ inline constexpr std::size_t kHistorySteps = 120;  // rows kept per target
 nlohmann::json describe(const LoopState& s, bool full, TimeNs now);
 // Whether moves happen: moves and bytes in the last minute, the last one's age.
 nlohmann::json activity_json(const LoopState& s, TimeNs now);
+// The nodes kvtier demotes to now, those that stopped being demotion targets
+// (since how long, why) and the topology changes seen since start.
+nlohmann::json topology_json(const LoopState& s, TimeNs now);
 // kvtierd's CPU time: the loop thread's by phase (LoopState::cpu) and the process's.
 nlohmann::json cpu_json(const LoopState& s);
 // What runs short of the configured behaviour, one line each (observe-only, no
-// source, a failed source, no process watcher, tiering knobs not set, a full
-// node lately).
+// source, a failed source, no process watcher, tiering knobs not set, a lost
+// demotion target, a full node lately).
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now);
 // One line for each target most of whose resident memory is long-term pinned.
 std::vector<std::string> pinned_lines(const LoopState& s);

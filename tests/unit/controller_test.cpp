@@ -380,6 +380,44 @@ TEST(Controller, ColdRangesGoToNodeOneAfterColdAgeAndNotBefore) {
   EXPECT_EQ(t["moved_bytes"], 2 * kMiB);
 }
 
+// Issue 37: node 1's memory offlined under the loop (MemTotal 0): the step that
+// reads it demotes nothing, reports the node lost (state, status, metrics) and
+// counts one change; onlined again, the next step demotes there again.
+TEST(Controller, ANodeWhoseMemoryGoesOfflineGetsNothingUntilItIsBack) {
+  Loop loop;
+  const auto meminfo = loop.host.paths().sys / "devices/system/node/node1/meminfo";
+  std::ifstream in(meminfo);
+  const std::string online((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  loop.steps_until(kT0 + 9 * kSec);
+  EXPECT_EQ(loop.telemetry.value("kvtier_demotion_targets", {}), 1.0);
+  loop.host.write("sys/devices/system/node/node1/meminfo",
+                  "Node 1 MemTotal:              0 kB\nNode 1 MemFree:               0 kB\n");
+  loop.steps_until(kT0 + 20 * kSec, kT0 + 10 * kSec);
+  EXPECT_TRUE(loop.mover->calls.empty()) << "node 1 has no memory: nothing goes there";
+  const auto& lost = loop.ctl->state().lost_targets;
+  ASSERT_EQ(lost.size(), 1U);
+  EXPECT_EQ(lost.begin()->first, 1);
+  EXPECT_EQ(lost.begin()->second.since, kT0 + 10 * kSec) << "seen at the first step after";
+  EXPECT_EQ(lost.begin()->second.reason, "no memory online");
+  EXPECT_EQ(loop.telemetry.value("kvtier_demotion_targets", {}), 0.0);
+  EXPECT_EQ(loop.telemetry.value("kvtier_topology_changes_total", {}), 1.0);
+  const auto st = loop.describe(false);
+  EXPECT_EQ(st["topology"]["demotion_targets"], nlohmann::json::array());
+  EXPECT_EQ(st["topology"]["lost_targets"][0]["node"], 1);
+  EXPECT_THAT(st["degraded"].dump(),
+              HasSubstr("node 1 is no longer a demotion target (no memory online) for 10 s"));
+
+  loop.host.write("sys/devices/system/node/node1/meminfo", online);
+  loop.step(kT0 + 21 * kSec);
+  ASSERT_FALSE(loop.mover->calls.empty()) << "node 1 is back: the cold ranges go there";
+  for (const auto& call : loop.mover->calls) EXPECT_EQ(call.node, 1);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
+  EXPECT_TRUE(loop.ctl->state().lost_targets.empty());
+  EXPECT_EQ(loop.telemetry.value("kvtier_demotion_targets", {}), 1.0);
+  EXPECT_EQ(loop.telemetry.value("kvtier_topology_changes_total", {}), 2.0);
+  EXPECT_EQ(loop.describe(false)["topology"]["demotion_targets"], nlohmann::json::array({1}));
+}
+
 TEST(Controller, HotRangesAreNeverDemoted) {
   Loop loop;
   loop.steps_until(kT0 + 60 * kSec);
@@ -1743,7 +1781,7 @@ TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
   ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{.max_bytes = 64ULL * 1024}, kT0));
-  loop.steps_until(kT0 + 20 * kSec);
+  loop.steps_until(kT0 + 20 * kSec, kT0 + 10 * kSec);
   const RecordingWriter* w = loop.ctl->recording();
   ASSERT_NE(w, nullptr);
   EXPECT_FALSE(w->open());
