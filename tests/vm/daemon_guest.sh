@@ -29,13 +29,6 @@ set -- $(sed 's/[^0-9 ]//g' /tmp/hotset.json)
 echo "HOT=$(kvtier_page_nodes "$hp" "$4" "$5")"
 echo "COLD_LOW=$(kvtier_page_nodes "$hp" "$2" "$4")"
 echo "COLD_HIGH=$(kvtier_page_nodes "$hp" "$5" "$3")"
-kdamonds_on() {
-  on=0
-  for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
-    [ -f "$s" ] && [ "$(cat "$s")" = on ] && on=$((on + 1))
-  done
-  echo $on
-}
 echo "KDAMONDS_ON_RUNNING=$(kdamonds_on)"
 # Normal NUMA balancing on (bit 1) and a reload, which reads the kernel's knobs again: the
 # NUMA hint faults now see DRAM pages too, so DAMON stands by at the next step (its kdamond

@@ -45,3 +45,53 @@ pause_for_figures() {
   done
   echo "STEPS_AFTER_PAUSE=$(($(steps) - s0))"
 }
+
+# cpu_less_node: sets cxl to the CPU-less node's number (the CXL guest's expander) and blocks to
+# its memory blocks (memoryN under /sys/devices/system/node/nodeN).
+cpu_less_node() {
+  cxl=
+  for d in /sys/devices/system/node/node*; do
+    [ -e "$d/cpulist" ] && [ -z "$(cat "$d/cpulist")" ] && cxl=${d##*/node}
+  done
+  blocks=$(ls -d "/sys/devices/system/node/node$cxl"/memory[0-9]* | sed 's,.*/,,')
+}
+
+# The nodes kvtierd demotes to now ("1", "" for none: status --json's loop.topology).
+demotion_targets() {
+  $ctl status --json 2>/dev/null | tr -d '\n ' | sed -n 's/.*"demotion_targets":\[\([0-9,]*\)\].*/\1/p'
+}
+# Waits (at most 600 s) until kvtierd's demotion targets are "$1" ("" for none); prints the
+# seconds waited.
+wait_targets() {
+  n=0
+  while [ "$(demotion_targets)" != "$1" ] && [ $n -lt 6000 ]; do
+    n=$((n + 1))
+    sleep 0.1
+  done
+  echo $((n / 10))
+}
+
+# set_blocks 0|1 BLOCK...: offlines (0) or onlines (1) the CPU-less node's memory blocks
+# (cpu_less_node), retrying a refused one up to 5 times; one line per block on stderr.
+set_blocks() {
+  v=$1
+  shift
+  for b in "$@"; do
+    tries=0
+    until echo "$v" 2>/tmp/set_blocks.err > "/sys/devices/system/node/node$cxl/$b/online"; do
+      tries=$((tries + 1))
+      [ $tries -lt 5 ] || break
+      sleep 1
+    done
+    echo "$b online=$v: $(cat "/sys/devices/system/node/node$cxl/$b/state") $(cat /tmp/set_blocks.err)" >&2
+  done
+}
+
+# The on (running) kdamonds under DAMON's sysfs admin tree.
+kdamonds_on() {
+  on=0
+  for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
+    [ -f "$s" ] && [ "$(cat "$s")" = on ] && on=$((on + 1))
+  done
+  echo $on
+}
