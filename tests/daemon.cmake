@@ -58,3 +58,10 @@ set_tests_properties(unit.kvtierctl_replay_png_without_python PROPERTIES LABELS 
 add_executable(kvtier_shared_pool vm/shared_pool.cpp)
 target_link_libraries(kvtier_shared_pool PRIVATE kvtier_warnings)
 kvtier_vm_test(shared_pool shared_pool.sh)
+
+# Issue 37: the topology at run time, in the CXL guest: the CXL node's memory blocks offlined
+# (part, then all) and onlined again under a running kvtierd, a buffer's bytes checked at the
+# end (kvtier_fill_check).
+add_executable(kvtier_fill_check vm/fill_check.cpp)
+target_link_libraries(kvtier_fill_check PRIVATE kvtier_warnings)
+kvtier_vm_test(topology topology.sh)
