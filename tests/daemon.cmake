@@ -65,3 +65,6 @@ kvtier_vm_test(shared_pool shared_pool.sh)
 add_executable(kvtier_fill_check vm/fill_check.cpp)
 target_link_libraries(kvtier_fill_check PRIVATE kvtier_warnings)
 kvtier_vm_test(topology topology.sh)
+# scripts/soak.sh's guest helper: idle control-socket clients, the BPF programs loaded.
+add_executable(kvtier_soak_probe vm/soak_probe.cpp)
+target_link_libraries(kvtier_soak_probe PRIVATE kvtier_warnings)
