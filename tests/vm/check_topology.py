@@ -41,7 +41,9 @@ part, gone_part = nodes("PART_NODES")
 print(f"check_topology: all blocks but the last offline ({need('PART_STATES')}): the buffer "
       f"{part}, node {cxl} MemTotal {need('PART_MEMTOTAL')} kB; back on node {cxl} in "
       f"{need('PART_REDEMOTED_WAIT_S')} s")
-if sum(part.values()) != BUF or set(part) - {"0", cxl}:
+# kvtierd demotes again at once: a page it is migrating reads as not present (a migration
+# entry; 1.2 MiB in one run). Every byte is checked at the end.
+if sum(part.values()) + gone_part != BUF or set(part) - {"0", cxl}:
     problems.append(f"after the partial offline the buffer is {part} (not present {gone_part})")
 if need("TARGETS_PART") != cxl:
     problems.append(f"node {cxl} with one block online is no demotion target: {need('TARGETS_PART')!r}")
