@@ -433,6 +433,8 @@ void Controller::update_scan_coverage(TimeNs now) {
       });
   const std::vector<TimeNs> cold_ages = state_.cold_ages();
   for (auto& [pid, t] : state_.targets.all()) {
+    // While no hint faults run, nothing scans: the clock starts when they do.
+    if (!faults) t.scan_seq_at = now;
     const TimeNs cold_age = t.group < cold_ages.size() ? cold_ages[t.group] : 0;
     const bool blind = faults && t.scan_seq && cold_age > 0 && now > t.scan_seq_at &&
                        now - t.scan_seq_at > 2 * cold_age;

@@ -6,6 +6,10 @@ set -eu
 # shellcheck source=tests/vm/placement_lib.sh
 . /kvtier/tests/vm/placement_lib.sh
 placement_config pool '^kvtier_shared_p'
+# The pool's ownership and merged evidence are what this test checks: promotions at the
+# next step, not kvtierd's between-step promotion of returned chunks (the default "auto",
+# whose moved-bytes count ran 1023 pages short of the pool's bytes on node 1 here once).
+sed -i '/^numa_balancing = "keep"/a promote_threshold = "first-access"' /tmp/kvtier.toml
 rm -f /tmp/pool.stop
 # --flush-tlb: under TCG the accessed bits DAMON reads are only set again
 # after a TLB flush (see tests/vm/hotset.cpp).
