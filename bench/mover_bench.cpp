@@ -125,19 +125,8 @@ double memcpy_rate(const Buffer& b, int reps) {
   return rates[rates.size() / 2];
 }
 
-int run(std::size_t mib, int reps, std::size_t fixed_batch) {
-  if (numa_available() < 0 || numa_max_node() < 1) {
-    fmt::print(
-        "mover_bench: needs a second NUMA node with memory (run it in the guest: "
-        "scripts/vm/run -- kvtier_mover_bench)\n");
-    return 1;
-  }
-  spdlog::set_level(spdlog::level::warn);
-  const std::size_t bytes = mib << 20;
-  fmt::print("mover_bench: {} MiB buffer, median of {} runs, node 0 -> node 1\n\n", mib, reps);
-
-  // The batch size: a sweep on 4 KiB pages (skipped when given).
-  Buffer small{.base = map_aligned(bytes, false), .bytes = bytes, .unit = kPageSize};
+// The batch size: a sweep on 4 KiB pages (skipped when given, fixed_batch > 0).
+std::size_t batch_sweep(const Buffer& small, int reps, std::size_t fixed_batch) {
   std::size_t best_batch = fixed_batch;
   double best = 0;
   std::vector<std::size_t> sweep = {16, 64, 256, 1024, 4096, 16384, 65536};
@@ -162,6 +151,61 @@ int run(std::size_t mib, int reps, std::size_t fixed_batch) {
     }
   }
   fmt::print("  chosen batch: {} units per call\n\n", best_batch);
+  return best_batch;
+}
+
+// One row of the table: the mover, one raw move_pages call, a call per page and memcpy on
+// buffer b. The host's load drifts while the guest runs: the four ways take turns
+// within each round, and each figure is the median over the rounds.
+void compare_ways(Buffer* b, std::size_t batch, int reps) {
+  MovePagesMover mover({.batch_units = batch});
+  const AddrRange r[] = {b->range()};
+  MoveStats last;
+  std::vector<std::function<void()>> ways = {[&] { last = mover.move(getpid(), r, 1); },
+                                             [&] { raw_move(*b, 1); },
+                                             [&] {
+                                               for (void* a : b->unit_addrs()) {
+                                                 int node = 1;
+                                                 int status = 0;
+                                                 move_pages(0, 1, &a, &node, &status, MPOL_MF_MOVE);
+                                               }
+                                             }};
+  std::vector<std::vector<double>> rates(ways.size() + 1);
+  for (int round = 0; round < reps; ++round) {
+    // Each round starts with a different way, so none always runs first.
+    for (std::size_t k = 0; k <= ways.size(); ++k) {
+      const std::size_t w = (k + static_cast<std::size_t>(round)) % (ways.size() + 1);
+      if (w == ways.size()) {
+        rates[w].push_back(memcpy_rate(*b, 1));
+      } else {
+        rates[w].push_back(measure(*b, 1, ways[w]));
+      }
+    }
+  }
+  std::vector<double> med;
+  for (auto& v : rates) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[v.size() / 2]);
+  }
+  fmt::print("{:<10} {:>10.1f} {:>12.1f} {:>12.1f} {:>10.1f} {:>11.0f}% {:>11.1f}x {:>12.0f}%\n",
+             b->unit == kPageSize ? "4 KiB" : "2 MiB", med[0], med[1], med[2], med[3],
+             100.0 * med[0] / med[1], med[0] / med[2], 100.0 * med[0] / med[3]);
+  fmt::print("  (mover: {} calls for {} pages moved)\n", last.calls, last.moved);
+}
+
+int run(std::size_t mib, int reps, std::size_t fixed_batch) {
+  if (numa_available() < 0 || numa_max_node() < 1) {
+    fmt::print(
+        "mover_bench: needs a second NUMA node with memory (run it in the guest: "
+        "scripts/vm/run -- kvtier_mover_bench)\n");
+    return 1;
+  }
+  spdlog::set_level(spdlog::level::warn);
+  const std::size_t bytes = mib << 20;
+  fmt::print("mover_bench: {} MiB buffer, median of {} runs, node 0 -> node 1\n\n", mib, reps);
+
+  Buffer small{.base = map_aligned(bytes, false), .bytes = bytes, .unit = kPageSize};
+  const std::size_t best_batch = batch_sweep(small, reps, fixed_batch);
 
   Buffer huge{.base = map_aligned(bytes, true), .bytes = bytes, .unit = kHugePageSize};
   KpageflagsHugeProbe probe;
@@ -172,43 +216,7 @@ int run(std::size_t mib, int reps, std::size_t fixed_batch) {
 
   fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10} {:>12} {:>12} {:>13}\n", "pages", "mover",
              "raw 1 call", "per-page", "memcpy", "mover/raw", "mover/page", "mover/memcpy");
-  for (Buffer* b : {&small, &huge}) {
-    // The host's load drifts while the guest runs: the four ways take turns
-    // within each round, and each figure is the median over the rounds.
-    MovePagesMover mover({.batch_units = best_batch});
-    const AddrRange r[] = {b->range()};
-    MoveStats last;
-    std::vector<std::function<void()>> ways = {
-        [&] { last = mover.move(getpid(), r, 1); }, [&] { raw_move(*b, 1); },
-        [&] {
-          for (void* a : b->unit_addrs()) {
-            int node = 1;
-            int status = 0;
-            move_pages(0, 1, &a, &node, &status, MPOL_MF_MOVE);
-          }
-        }};
-    std::vector<std::vector<double>> rates(ways.size() + 1);
-    for (int round = 0; round < reps; ++round) {
-      // Each round starts with a different way, so none always runs first.
-      for (std::size_t k = 0; k <= ways.size(); ++k) {
-        const std::size_t w = (k + static_cast<std::size_t>(round)) % (ways.size() + 1);
-        if (w == ways.size()) {
-          rates[w].push_back(memcpy_rate(*b, 1));
-        } else {
-          rates[w].push_back(measure(*b, 1, ways[w]));
-        }
-      }
-    }
-    std::vector<double> med;
-    for (auto& v : rates) {
-      std::sort(v.begin(), v.end());
-      med.push_back(v[v.size() / 2]);
-    }
-    fmt::print("{:<10} {:>10.1f} {:>12.1f} {:>12.1f} {:>10.1f} {:>11.0f}% {:>11.1f}x {:>12.0f}%\n",
-               b->unit == kPageSize ? "4 KiB" : "2 MiB", med[0], med[1], med[2], med[3],
-               100.0 * med[0] / med[1], med[0] / med[2], 100.0 * med[0] / med[3]);
-    fmt::print("  (mover: {} calls for {} pages moved)\n", last.calls, last.moved);
-  }
+  for (Buffer* b : {&small, &huge}) compare_ways(b, best_batch, reps);
   fmt::print("\n(MiB/s; per-page = one move_pages call per page: 4 KiB pages, or 2 MiB heads)\n");
   return 0;
 }

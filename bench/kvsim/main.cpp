@@ -297,8 +297,13 @@ class TruthRecorder {
   std::unique_ptr<kvtier::agent::RecordingWriter> writer_;
 };
 
-int run(const Options& o) {
-  // The model, then the scaling that makes it fit.
+// The model, then the scaling that makes it fit the budget.
+struct Scaled {
+  kb::ModelShape model;
+  kb::Scaling sc;
+};
+
+Scaled scaled_model(const Options& o) {
   kb::ModelShape model = need(kb::model_preset(o.preset));
   if (o.layers) model.layers = *o.layers;
   if (o.kv_heads) model.kv_heads = *o.kv_heads;
@@ -311,47 +316,37 @@ int run(const Options& o) {
                                                  .capacity_tokens = o.capacity_tokens,
                                                  .layer_scale = o.layer_scale,
                                                  .token_scale = o.token_scale}));
+  return Scaled{.model = model, .sc = sc};
+}
 
-  // A simulated step stands for token_scale real decode iterations; pacing it to their trace
-  // time keeps as many sequences running at once as the real server would have.
-  const double step_ms =
-      o.step_ms ? *o.step_ms : o.decode_ms * static_cast<double>(sc.token_scale) * o.time_scale;
-  const auto min_step = static_cast<TimeNs>(step_ms * 1e6);
-  const auto prefill_pass =
-      static_cast<TimeNs>(o.prefill_ms.value_or(o.decode_ms) * o.time_scale * 1e6);
+// What the start event says and the run needs, fixed before the pool is touched.
+struct Setup {
+  Scaled scaled;
+  double step_ms = 0;
+  kb::TraceFormat format{};
+  std::size_t requests = 0;
+  double span = 0;
+  kb::PoolLayout layout;
+  kvtier::AddrRange range;
+  kvtier::Pid pid = 0;
+};
 
-  const kb::TraceFormat fmt_kind = o.trace_format.empty()
-                                       ? need(kb::trace_format_from_path(o.trace))
-                                       : need(kb::parse_trace_format(o.trace_format));
-  kb::Trace trace = need(kb::read_trace(o.trace, fmt_kind));
-  const std::size_t requests = trace.requests.size();
-  const double span = trace.span_s();
+// Ready before the start event: a placer may open it as soon as it has read the pid.
+std::optional<kb::LiveTruthWriter> open_live_truth(const Options& o, const Setup& s) {
+  if (o.live_truth.empty()) return std::nullopt;
+  return need(kb::LiveTruthWriter::create(
+      o.live_truth, kb::LiveTruthHeader{.pid = s.pid,
+                                        .pool_start = s.range.start,
+                                        .pool_end = s.range.end,
+                                        .blocks = s.layout.blocks,
+                                        .tensors = s.layout.tensors(),
+                                        .chunk_bytes = s.layout.chunk_bytes,
+                                        .tensor_bytes = s.layout.tensor_bytes(),
+                                        .created_ns = mono_now()}));
+}
 
-  const kb::PoolLayout layout{.layers = sc.sim_layers,
-                              .blocks = sc.blocks,
-                              .chunk_bytes = model.chunk_bytes(),
-                              .token_bytes = model.token_bytes()};
-  kb::KvPool pool = need(kb::KvPool::create(layout, kb::PoolOptions{.hugepages = o.hugepages,
-                                                                    .no_hugepages = o.no_hugepages,
-                                                                    .populate = !o.no_populate}));
-  const kvtier::AddrRange range = pool.range();
-  const auto pid = static_cast<kvtier::Pid>(getpid());
-  // Ready before the start event: a placer may open it as soon as it has read the pid.
-  std::optional<kb::LiveTruthWriter> live;
-  if (!o.live_truth.empty()) {
-    live.emplace(need(kb::LiveTruthWriter::create(
-        o.live_truth, kb::LiveTruthHeader{.pid = pid,
-                                          .pool_start = range.start,
-                                          .pool_end = range.end,
-                                          .blocks = layout.blocks,
-                                          .tensors = layout.tensors(),
-                                          .chunk_bytes = layout.chunk_bytes,
-                                          .tensor_bytes = layout.tensor_bytes(),
-                                          .created_ns = mono_now()})));
-  }
-
-  const IdleThreads idle(o.idle_threads);
-  // Before the start event: a driver may signal as soon as it has read the pid.
+// Before the start event: a driver may signal as soon as it has read the pid.
+void install_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_usr1;
   sigemptyset(&sa.sa_mask);
@@ -359,13 +354,17 @@ int run(const Options& o) {
   sa.sa_handler = on_stop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
 
-  Output out(o.stats);
-  Output::event(Json{
+Json start_event(const Options& o, const Setup& s) {
+  const kb::ModelShape& model = s.scaled.model;
+  const kb::Scaling& sc = s.scaled.sc;
+  const kb::PoolLayout& layout = s.layout;
+  return Json{
       {"event", "start"},
-      {"pid", pid},
-      {"pool", {range.start, range.end}},
-      {"pool_bytes", range.bytes()},
+      {"pid", s.pid},
+      {"pool", {s.range.start, s.range.end}},
+      {"pool_bytes", s.range.bytes()},
       {"threads", 1 + o.idle_threads},
       {"model",
        {{"name", model.name},
@@ -385,13 +384,13 @@ int run(const Options& o) {
         {"tensors", layout.tensors()},
         {"capacity_tokens", sc.capacity_tokens},
         {"lines_per_page", o.lines_per_page},
-        {"step_ms", step_ms},
+        {"step_ms", s.step_ms},
         {"max_batch", o.max_batch}}},
       {"trace",
        {{"path", o.trace},
-        {"format", std::string(kb::trace_format_name(fmt_kind))},
-        {"requests", requests},
-        {"span_s", span}}},
+        {"format", std::string(kb::trace_format_name(s.format))},
+        {"requests", s.requests},
+        {"span_s", s.span}}},
       {"time_scale", o.time_scale},
       {"pool_pages", o.hugepages      ? "MADV_HUGEPAGE"
                      : o.no_hugepages ? "MADV_NOHUGEPAGE"
@@ -400,213 +399,313 @@ int run(const Options& o) {
        fmt::format("each simulated layer stands for {} of {} layers, each simulated token for {} "
                    "real tokens (prompts and outputs); {} blocks of {} bytes stand for {} tokens",
                    sc.layer_scale, model.layers, sc.token_scale, sc.blocks, layout.block_bytes(),
-                   sc.capacity_tokens)}});
+                   sc.capacity_tokens)}};
+}
 
-  const TimeNs start = mono_now();
-  // An episode of a block's use starts after an idle gap as long as the shortest cold age:
-  // what the cold_bytes figures call cold coming back.
-  const kb::SimConfig sim_config{
-      .scaling = sc,
-      .time_scale = o.time_scale,
-      .max_batch = o.max_batch,
-      .seed = o.seed,
-      .lines_per_page = o.lines_per_page,
-      .loop = o.loop,
-      .read_nodes_every = o.read_nodes_every,
-      .episode_gap =
-          static_cast<TimeNs>((o.cold_ages.empty() ? 10.0 : std::ranges::min(o.cold_ages)) * 1e9),
-      .reaction_window = static_cast<TimeNs>(o.reaction_window_s * 1e9)};
-  kb::Simulator sim(sim_config, std::move(trace), pool, start);
-  if (live) sim.mirror_truth(live->last_access());
-  std::optional<TruthRecorder> truth_rec;
-  if (!o.truth_record.empty()) {
-    truth_rec.emplace(o.truth_record, sim, pid, range, layout.chunk_bytes,
-                      static_cast<TimeNs>(o.truth_window_s * 1e9), start);
+// An episode of a block's use starts after an idle gap as long as the shortest cold age:
+// what the cold_bytes figures call cold coming back.
+kb::SimConfig sim_config_of(const Options& o, const kb::Scaling& sc) {
+  return kb::SimConfig{.scaling = sc,
+                       .time_scale = o.time_scale,
+                       .max_batch = o.max_batch,
+                       .seed = o.seed,
+                       .lines_per_page = o.lines_per_page,
+                       .loop = o.loop,
+                       .read_nodes_every = o.read_nodes_every,
+                       .episode_gap = static_cast<TimeNs>(
+                           (o.cold_ages.empty() ? 10.0 : std::ranges::min(o.cold_ages)) * 1e9),
+                       .reaction_window = static_cast<TimeNs>(o.reaction_window_s * 1e9)};
+}
+
+// One run once started: the simulator, its pacing, and the counters since the last stats line.
+class Run {
+ public:
+  Run(const Options& o, const Setup& s, kb::Trace trace, kb::KvPool& pool, Output& out,
+      kb::LiveTruthWriter* live)
+      : o_(o),
+        s_(s),
+        out_(out),
+        start_(mono_now()),
+        sim_config_(sim_config_of(o, s.scaled.sc)),
+        sim_(sim_config_, std::move(trace), pool, start_),
+        interval_(static_cast<TimeNs>(o.stats_interval_s * 1e9)),
+        end_(o.duration_s > 0 ? start_ + static_cast<TimeNs>(o.duration_s * 1e9) : 0),
+        min_step_(static_cast<TimeNs>(s.step_ms * 1e6)),
+        prefill_pass_(static_cast<TimeNs>(o.prefill_ms.value_or(o.decode_ms) * o.time_scale * 1e6)),
+        next_stats_(start_ + interval_),
+        last_stats_(start_),
+        last_(sim_.counters()) {
+    if (live != nullptr) sim_.mirror_truth(live->last_access());
+    if (!o.truth_record.empty()) {
+      truth_rec_.emplace(o.truth_record, sim_, s.pid, s.range, s.layout.chunk_bytes,
+                         static_cast<TimeNs>(o.truth_window_s * 1e9), start_);
+    }
+    // The node queries are measurement, not decode work: their time is kept out of busy time.
+    if (o.read_nodes_every > 0) {
+      sim_.set_page_node_query([this](std::span<void* const> pages, std::span<int> nodes) {
+        const TimeNs t0 = mono_now();
+        query_page_nodes(pages, nodes);
+        query_ns_ += mono_now() - t0;
+      });
+    }
   }
-  // The node queries are measurement, not decode work: their time is kept out of busy time.
-  TimeNs query_ns = 0;
-  if (o.read_nodes_every > 0) {
-    sim.set_page_node_query([&query_ns](std::span<void* const> pages, std::span<int> nodes) {
-      const TimeNs t0 = mono_now();
-      query_page_nodes(pages, nodes);
-      query_ns += mono_now() - t0;
-    });
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  void loop() {
+    while (g_stop == 0) {
+      const TimeNs now = mono_now();
+      if (end_ != 0 && now >= end_) break;
+      if (g_dump_truth != 0) {
+        g_dump_truth = 0;
+        write_truth(now);
+      }
+      inject_when_due();
+      const Stepped st = step(now);
+      if (st.stepped) continue;
+      if (sim_.done()) break;
+      idle(st.after);
+    }
   }
 
-  const auto write_truth = [&](TimeNs now) {
-    if (o.truth.empty()) return;
-    auto r =
-        kb::write_truth(o.truth, sim.truth(), sim.states(),
-                        kb::TruthContext{.pid = pid, .now = now, .pool = range, .layout = layout});
+  // The last stats line, the truth, the end event; the exit status.
+  int finish() {
+    const TimeNs stop = mono_now();
+    // A last line for the part since the previous one, unless it is too short to give rates.
+    if (stop - last_stats_ >= interval_ / 4) stats_line(stop);
+    write_truth(stop);
+    if (truth_rec_) truth_rec_->tick(stop, true);
+    sim_.verify_all();
+    report_corruptions(sim_);
+    const kb::SimCounters& c = sim_.counters();
+    Output::event(end_event(stop));
+    if (c.corrupted_bytes > 0) {
+      std::cerr << fmt::format("kvsim: FAILED: {} corrupted bytes found (see corruption events)\n",
+                               c.corrupted_bytes);
+      return kExitCorrupt;
+    }
+    return kExitOk;
+  }
+
+ private:
+  void write_truth(TimeNs now) {
+    if (o_.truth.empty()) return;
+    auto r = kb::write_truth(
+        o_.truth, sim_.truth(), sim_.states(),
+        kb::TruthContext{.pid = s_.pid, .now = now, .pool = s_.range, .layout = s_.layout});
     if (!r) {
       std::cerr << "kvsim: " << r.error().message << '\n';
       return;
     }
-    Output::event(Json{{"event", "truth"}, {"path", o.truth}, {"time_ns", now}});
+    Output::event(Json{{"event", "truth"}, {"path", o_.truth}, {"time_ns", now}});
+  }
+
+  void inject_when_due() {
+    if (o_.inject_after && !injected_ && sim_.counters().steps >= *o_.inject_after) {
+      if (auto c = sim_.inject_corruption()) {
+        injected_ = true;
+        Output::event(corruption_json(*c, "injected"));
+      }
+    }
+  }
+
+  struct Stepped {
+    bool stepped = false;
+    TimeNs after = 0;  // when the step (or the finding that none was due) ended
   };
+  // One decode step if one is due, paced to min_step_.
+  Stepped step(TimeNs step_began) {
+    const TimeNs query_before = query_ns_;
+    // The prefill is a forward pass of its own: the first decode step that reads a new
+    // sequence's blocks comes one pass later, not in the same instant.
+    TimeNs waited = 0;
+    if (sim_.admit(step_began) > 0 && prefill_pass_ > 0) {
+      sleep_ns(prefill_pass_);
+      waited = mono_now() - step_began;
+    }
+    const bool stepped = sim_.decode(step_began + waited);
+    if (stepped && o_.flush_tlb) flush_own_tlb();
+    report_corruptions(sim_);
+    const TimeNs now = mono_now();
+    if (stepped) busy_ns_ += now - step_began - waited - (query_ns_ - query_before);
+    if (now >= next_stats_) {
+      stats_line(now);
+      next_stats_ = std::max(next_stats_ + interval_, now);
+    }
+    if (truth_rec_) truth_rec_->tick(now);
+    if (!stepped) return Stepped{.stepped = false, .after = now};
+    const TimeNs took = mono_now() - step_began;
+    if (took < min_step_) sleep_ns(min_step_ - took);
+    return Stepped{.stepped = true, .after = now};
+  }
 
-  const TimeNs interval = static_cast<TimeNs>(o.stats_interval_s * 1e9);
-  const TimeNs end = o.duration_s > 0 ? start + static_cast<TimeNs>(o.duration_s * 1e9) : 0;
-  TimeNs next_stats = start + interval;
-  TimeNs last_stats = start;
-  kb::SimCounters last = sim.counters();
-  bool injected = false;
-  TimeNs busy_ns = 0;  // wall time spent admitting and decoding, without pacing sleeps
-  TimeNs last_busy_ns = 0;
+  // Idle: sleep until the next arrival, the next stats line or the end, at most 100 ms so
+  // signals are served promptly.
+  void idle(TimeNs now) const {
+    TimeNs wake = std::min<TimeNs>(next_stats_, now + 100'000'000ULL);
+    if (auto a = sim_.next_arrival()) wake = std::min(wake, *a);
+    if (end_ != 0) wake = std::min(wake, end_);
+    if (wake > now) sleep_ns(wake - now);
+  }
 
-  const auto stats_line = [&](TimeNs now) {
-    const kb::SimCounters& c = sim.counters();
-    const double dt = static_cast<double>(now - last_stats) / 1e9;
-    const auto rate = [&](std::uint64_t a, std::uint64_t b) {
-      return dt > 0 ? static_cast<double>(a - b) / dt : 0.0;
-    };
-    std::uint64_t by_state[3] = {0, 0, 0};
-    for (kb::BlockState s : sim.states()) ++by_state[static_cast<int>(s)];
+  // The cold_bytes figures for each cold age, and (by the first age) hot and in-use bytes.
+  struct Cold {
     Json cold = Json::object();
     Json cold_in_use = Json::object();
     std::uint64_t hot = 0;
     std::uint64_t in_use = 0;
-    for (std::size_t i = 0; i < o.cold_ages.size(); ++i) {
-      const auto age = static_cast<TimeNs>(o.cold_ages[i] * 1e9);
-      const kb::ColdBytes cb =
-          kb::cold_bytes(sim.truth(), sim.states(), layout, now, age, o.no_populate);
-      const std::string key = fmt::format("{:g}", o.cold_ages[i]);
-      cold[key] = cb.cold;
-      cold_in_use[key] = cb.cold_in_use;
-      if (i == 0) {
-        hot = cb.resident - cb.cold;
-        in_use = cb.in_use;
-      }
-    }
-    const double busy_s = static_cast<double>(busy_ns - last_busy_ns) / 1e9;
-    const std::uint64_t steps = c.steps - last.steps;
-    out.stats(Json{{"event", "stats"},
-                   {"t_s", static_cast<double>(now - start) / 1e9},
-                   {"time_ns", now},
-                   {"trace_s", static_cast<double>(now - start) / 1e9 / o.time_scale},
-                   {"steps", c.steps},
-                   {"steps_per_s", rate(c.steps, last.steps)},
-                   {"read_bytes_per_s", rate(c.read_bytes, last.read_bytes)},
-                   {"loaded_bytes_per_s", rate(c.loaded_bytes, last.loaded_bytes)},
-                   {"written_bytes_per_s", rate(c.written_bytes, last.written_bytes)},
-                   {"tokens_per_s", rate(c.tokens_decoded, last.tokens_decoded)},
-                   {"running", sim.running()},
-                   {"waiting", sim.waiting()},
-                   {"arrived", c.arrived},
-                   {"admitted", c.admitted},
-                   {"finished", c.finished},
-                   {"rejected", c.rejected},
-                   {"hit_blocks", c.hit_blocks},
-                   {"miss_blocks", c.miss_blocks},
-                   {"evicted_blocks", c.evicted_blocks},
-                   {"free_blocks", by_state[static_cast<int>(kb::BlockState::kFree)]},
-                   {"active_blocks", by_state[static_cast<int>(kb::BlockState::kActive)]},
-                   {"cached_blocks", by_state[static_cast<int>(kb::BlockState::kCached)]},
-                   {"pool_bytes", layout.total_bytes()},
-                   {"step_work_ms", steps > 0 ? busy_s * 1e3 / static_cast<double>(steps) : 0.0},
-                   {"busy_frac", dt > 0 ? busy_s / dt : 0.0},
-                   {"in_use_bytes", in_use},
-                   {"hot_bytes", hot},
-                   {"cold_bytes", cold},
-                   {"cold_in_use_bytes", cold_in_use},
-                   {"corrupted_bytes", c.corrupted_bytes},
-                   {"read_nodes", read_nodes_json(c, sim_config, query_ns)}});
-    last = c;
-    last_stats = now;
-    last_busy_ns = busy_ns;
   };
-
-  while (g_stop == 0) {
-    TimeNs now = mono_now();
-    if (end != 0 && now >= end) break;
-    if (g_dump_truth != 0) {
-      g_dump_truth = 0;
-      write_truth(now);
-    }
-    if (o.inject_after && !injected && sim.counters().steps >= *o.inject_after) {
-      if (auto c = sim.inject_corruption()) {
-        injected = true;
-        Output::event(corruption_json(*c, "injected"));
+  Cold cold_figures(TimeNs now) const {
+    Cold r;
+    for (std::size_t i = 0; i < o_.cold_ages.size(); ++i) {
+      const auto age = static_cast<TimeNs>(o_.cold_ages[i] * 1e9);
+      const kb::ColdBytes cb =
+          kb::cold_bytes(sim_.truth(), sim_.states(), s_.layout, now, age, o_.no_populate);
+      const std::string key = fmt::format("{:g}", o_.cold_ages[i]);
+      r.cold[key] = cb.cold;
+      r.cold_in_use[key] = cb.cold_in_use;
+      if (i == 0) {
+        r.hot = cb.resident - cb.cold;
+        r.in_use = cb.in_use;
       }
     }
-    const TimeNs query_before = query_ns;
-    // The prefill is a forward pass of its own: the first decode step that reads a new
-    // sequence's blocks comes one pass later, not in the same instant.
-    TimeNs waited = 0;
-    if (sim.admit(now) > 0 && prefill_pass > 0) {
-      sleep_ns(prefill_pass);
-      waited = mono_now() - now;
-    }
-    const bool stepped = sim.decode(now + waited);
-    if (stepped && o.flush_tlb) flush_own_tlb();
-    report_corruptions(sim);
-    const TimeNs after = mono_now();
-    if (stepped) busy_ns += after - now - waited - (query_ns - query_before);
-    const TimeNs step_began = now;
-    now = after;
-    if (now >= next_stats) {
-      stats_line(now);
-      next_stats = std::max(next_stats + interval, now);
-    }
-    if (truth_rec) truth_rec->tick(now);
-    if (stepped) {
-      const TimeNs took = mono_now() - step_began;
-      if (took < min_step) sleep_ns(min_step - took);
-      continue;
-    }
-    if (sim.done()) break;
-    // Idle: sleep until the next arrival, the next stats line or the end, at most 100 ms so
-    // signals are served promptly.
-    TimeNs wake = std::min<TimeNs>(next_stats, now + 100'000'000ULL);
-    if (auto a = sim.next_arrival()) wake = std::min(wake, *a);
-    if (end != 0) wake = std::min(wake, end);
-    if (wake > now) sleep_ns(wake - now);
+    return r;
   }
 
-  const TimeNs stop = mono_now();
-  // A last line for the part since the previous one, unless it is too short to give rates.
-  if (stop - last_stats >= interval / 4) stats_line(stop);
-  write_truth(stop);
-  if (truth_rec) truth_rec->tick(stop, true);
-  sim.verify_all();
-  report_corruptions(sim);
-  const kb::SimCounters& c = sim.counters();
-  const double secs = static_cast<double>(stop - start) / 1e9;
-  const bool corrupt = c.corrupted_bytes > 0;
-  Output::event(
-      Json{{"event", "end"},
-           {"duration_s", secs},
-           {"steps", c.steps},
-           {"steps_per_s", secs > 0 ? static_cast<double>(c.steps) / secs : 0.0},
-           {"step_work_ms",
-            c.steps > 0 ? static_cast<double>(busy_ns) / 1e6 / static_cast<double>(c.steps) : 0.0},
-           {"read_bytes", c.read_bytes},
-           {"read_bytes_per_s", secs > 0 ? static_cast<double>(c.read_bytes) / secs : 0.0},
-           {"loaded_bytes", c.loaded_bytes},
-           {"written_bytes", c.written_bytes},
-           {"verified_bytes", c.verified_bytes},
-           {"tokens", c.tokens_decoded},
-           {"arrived", c.arrived},
-           {"admitted", c.admitted},
-           {"finished", c.finished},
-           {"rejected", c.rejected},
-           {"hit_blocks", c.hit_blocks},
-           {"miss_blocks", c.miss_blocks},
-           {"evicted_blocks", c.evicted_blocks},
-           {"corrupted_bytes", c.corrupted_bytes},
-           {"read_nodes", read_nodes_json(c, sim_config, query_ns)},
-           {"result", corrupt ? "corrupt" : "ok"}});
-  if (corrupt) {
-    std::cerr << fmt::format("kvsim: FAILED: {} corrupted bytes found (see corruption events)\n",
-                             c.corrupted_bytes);
-    return kExitCorrupt;
+  void stats_line(TimeNs now) {
+    out_.stats(stats_json(now));
+    last_ = sim_.counters();
+    last_stats_ = now;
+    last_busy_ns_ = busy_ns_;
   }
-  return kExitOk;
+
+  Json stats_json(TimeNs now) const {
+    const kb::SimCounters& c = sim_.counters();
+    const kb::SimCounters& last = last_;
+    const double dt = static_cast<double>(now - last_stats_) / 1e9;
+    const auto rate = [&](std::uint64_t a, std::uint64_t b) {
+      return dt > 0 ? static_cast<double>(a - b) / dt : 0.0;
+    };
+    std::uint64_t by_state[3] = {0, 0, 0};
+    for (kb::BlockState st : sim_.states()) ++by_state[static_cast<int>(st)];
+    const Cold cold = cold_figures(now);
+    const double busy_s = static_cast<double>(busy_ns_ - last_busy_ns_) / 1e9;
+    const std::uint64_t steps = c.steps - last.steps;
+    return Json{{"event", "stats"},
+                {"t_s", static_cast<double>(now - start_) / 1e9},
+                {"time_ns", now},
+                {"trace_s", static_cast<double>(now - start_) / 1e9 / o_.time_scale},
+                {"steps", c.steps},
+                {"steps_per_s", rate(c.steps, last.steps)},
+                {"read_bytes_per_s", rate(c.read_bytes, last.read_bytes)},
+                {"loaded_bytes_per_s", rate(c.loaded_bytes, last.loaded_bytes)},
+                {"written_bytes_per_s", rate(c.written_bytes, last.written_bytes)},
+                {"tokens_per_s", rate(c.tokens_decoded, last.tokens_decoded)},
+                {"running", sim_.running()},
+                {"waiting", sim_.waiting()},
+                {"arrived", c.arrived},
+                {"admitted", c.admitted},
+                {"finished", c.finished},
+                {"rejected", c.rejected},
+                {"hit_blocks", c.hit_blocks},
+                {"miss_blocks", c.miss_blocks},
+                {"evicted_blocks", c.evicted_blocks},
+                {"free_blocks", by_state[static_cast<int>(kb::BlockState::kFree)]},
+                {"active_blocks", by_state[static_cast<int>(kb::BlockState::kActive)]},
+                {"cached_blocks", by_state[static_cast<int>(kb::BlockState::kCached)]},
+                {"pool_bytes", s_.layout.total_bytes()},
+                {"step_work_ms", steps > 0 ? busy_s * 1e3 / static_cast<double>(steps) : 0.0},
+                {"busy_frac", dt > 0 ? busy_s / dt : 0.0},
+                {"in_use_bytes", cold.in_use},
+                {"hot_bytes", cold.hot},
+                {"cold_bytes", cold.cold},
+                {"cold_in_use_bytes", cold.cold_in_use},
+                {"corrupted_bytes", c.corrupted_bytes},
+                {"read_nodes", read_nodes_json(c, sim_config_, query_ns_)}};
+  }
+
+  Json end_event(TimeNs stop) const {
+    const kb::SimCounters& c = sim_.counters();
+    const double secs = static_cast<double>(stop - start_) / 1e9;
+    return Json{
+        {"event", "end"},
+        {"duration_s", secs},
+        {"steps", c.steps},
+        {"steps_per_s", secs > 0 ? static_cast<double>(c.steps) / secs : 0.0},
+        {"step_work_ms",
+         c.steps > 0 ? static_cast<double>(busy_ns_) / 1e6 / static_cast<double>(c.steps) : 0.0},
+        {"read_bytes", c.read_bytes},
+        {"read_bytes_per_s", secs > 0 ? static_cast<double>(c.read_bytes) / secs : 0.0},
+        {"loaded_bytes", c.loaded_bytes},
+        {"written_bytes", c.written_bytes},
+        {"verified_bytes", c.verified_bytes},
+        {"tokens", c.tokens_decoded},
+        {"arrived", c.arrived},
+        {"admitted", c.admitted},
+        {"finished", c.finished},
+        {"rejected", c.rejected},
+        {"hit_blocks", c.hit_blocks},
+        {"miss_blocks", c.miss_blocks},
+        {"evicted_blocks", c.evicted_blocks},
+        {"corrupted_bytes", c.corrupted_bytes},
+        {"read_nodes", read_nodes_json(c, sim_config_, query_ns_)},
+        {"result", c.corrupted_bytes > 0 ? "corrupt" : "ok"}};
+  }
+
+  const Options& o_;
+  const Setup& s_;
+  Output& out_;
+  const TimeNs start_;
+  const kb::SimConfig sim_config_;
+  kb::Simulator sim_;
+  std::optional<TruthRecorder> truth_rec_;
+  const TimeNs interval_;
+  const TimeNs end_;  // 0: when the trace ends
+  const TimeNs min_step_;
+  const TimeNs prefill_pass_;
+  TimeNs next_stats_;
+  TimeNs last_stats_;
+  kb::SimCounters last_;
+  TimeNs query_ns_ = 0;
+  bool injected_ = false;
+  TimeNs busy_ns_ = 0;  // wall time spent admitting and decoding, without pacing sleeps
+  TimeNs last_busy_ns_ = 0;
+};
+
+int run(const Options& o) {
+  Setup s{.scaled = scaled_model(o)};
+  const kb::ModelShape& model = s.scaled.model;
+  // A simulated step stands for token_scale real decode iterations; pacing it to their trace
+  // time keeps as many sequences running at once as the real server would have.
+  s.step_ms = o.step_ms ? *o.step_ms
+                        : o.decode_ms * static_cast<double>(s.scaled.sc.token_scale) * o.time_scale;
+  s.format = o.trace_format.empty() ? need(kb::trace_format_from_path(o.trace))
+                                    : need(kb::parse_trace_format(o.trace_format));
+  kb::Trace trace = need(kb::read_trace(o.trace, s.format));
+  s.requests = trace.requests.size();
+  s.span = trace.span_s();
+  s.layout = kb::PoolLayout{.layers = s.scaled.sc.sim_layers,
+                            .blocks = s.scaled.sc.blocks,
+                            .chunk_bytes = model.chunk_bytes(),
+                            .token_bytes = model.token_bytes()};
+  kb::KvPool pool =
+      need(kb::KvPool::create(s.layout, kb::PoolOptions{.hugepages = o.hugepages,
+                                                        .no_hugepages = o.no_hugepages,
+                                                        .populate = !o.no_populate}));
+  s.range = pool.range();
+  s.pid = static_cast<kvtier::Pid>(getpid());
+  std::optional<kb::LiveTruthWriter> live = open_live_truth(o, s);
+  const IdleThreads idle(o.idle_threads);
+  install_signal_handlers();
+  Output out(o.stats);
+  Output::event(start_event(o, s));
+  Run r(o, s, std::move(trace), pool, out, live ? &*live : nullptr);
+  r.loop();
+  return r.finish();
 }
 
-int parse_and_run(int argc, char** argv) {
-  CLI::App app{"kvsim: a paged KV-cache workload simulator driven by LLM serving traces"};
-  Options o;
+// The trace and the model, and how they are scaled to the budget.
+void add_model_options(CLI::App& app, Options& o) {
   app.add_option("--trace", o.trace, "Request trace: Mooncake .jsonl or Azure .csv")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
@@ -625,6 +724,10 @@ int parse_and_run(int argc, char** argv) {
   app.add_option("--layer-scale", o.layer_scale, "Force: real layers per simulated layer");
   app.add_option("--token-scale", o.token_scale,
                  "Force: real tokens per simulated token (1,2,4,8,16,32)");
+}
+
+// How fast the trace plays, how decode runs, and the pool's pages.
+void add_run_options(CLI::App& app, Options& o) {
   app.add_option("--time-scale", o.time_scale,
                  "Wall seconds per trace second (0.05 plays an hour in 3 minutes)")
       ->capture_default_str()
@@ -665,6 +768,10 @@ int parse_and_run(int argc, char** argv) {
                  "Minimum wall time of a decode step, instead of the one --decode-ms gives "
                  "(0: flat out)")
       ->check(CLI::NonNegativeNumber);
+}
+
+// What kvsim writes: ground truth, stats lines, and the measurements they carry.
+void add_output_options(CLI::App& app, Options& o) {
   app.add_option("--truth", o.truth,
                  "Write per-block ground truth here at the end and on SIGUSR1 (.csv or JSON)");
   app.add_option("--live-truth", o.live_truth,
@@ -704,6 +811,14 @@ int parse_and_run(int argc, char** argv) {
                  "reads of them cause no NUMA hint fault)")
       ->capture_default_str()
       ->check(CLI::Range(0U, 1024U));
+}
+
+int parse_and_run(int argc, char** argv) {
+  CLI::App app{"kvsim: a paged KV-cache workload simulator driven by LLM serving traces"};
+  Options o;
+  add_model_options(app, o);
+  add_run_options(app, o);
+  add_output_options(app, o);
   app.footer("Exit status: 0 success, 1 error, 2 bad usage, 3 corrupted KV data found.");
   try {
     app.parse(argc, argv);
