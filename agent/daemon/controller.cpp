@@ -330,7 +330,7 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   if (may_move(ctx)) dispatch(state_.last_plan.moves, ctx.now, telemetry);
   clock.charge(LoopPhase::kMove);
   record(ctx.now, telemetry);
-  clock.charge(LoopPhase::kPlan);
+  clock.charge(LoopPhase::kRecord);
   sync_tiering();  // the sources may have started (or stopped) in this step
   state_.wake_blocked = false;
   return {};

@@ -1,12 +1,13 @@
 #pragma once
-// kvtierd's control loop. One step() runs six phases: discover (topology,
-// targets, sources told their pids, mappings tracked), ingest (what every
-// source saw goes into the targets' heat tables), residency (where every
-// tracked page is, and which are huge), plan (policy::plan within the token
-// bucket), dispatch (the plan's moves to the mover) and record (a heatmap
-// row). Every side effect sits behind an injected piece (sources, mover,
-// residency reader, HostPaths), so tests drive step() with fakes and the
-// guest tests drive it for real. What the loop knows is its LoopState, which
+// kvtierd's control loop. One step() runs six phases (LoopPhase, loop_state.hpp:
+// the names its CPU time is billed under): discover (topology, targets, sources
+// told their pids, mappings tracked), sources (ingest(): what every source saw
+// goes into the targets' heat tables), residency (where every tracked page is,
+// and which are huge), plan (policy::plan within the token bucket), move
+// (dispatch(): the plan's moves to the mover) and record (a heatmap row, the
+// feedback, the recording's flush). Every side effect sits behind an injected
+// piece (sources, mover, residency reader, HostPaths), so tests drive step()
+// with fakes and the guest tests drive it for real. What the loop knows is its LoopState, which
 // the views (views.hpp) read.
 
 #include <filesystem>
@@ -146,7 +147,7 @@ class Controller {
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   void export_cpu(Telemetry& telemetry);
   void sync_tiering();
-  // The phases of step(), in order.
+  // The phases of step(), in order: discover, sources, residency, plan, move, record.
   Result<void> discover(TimeNs now, Telemetry& telemetry);
   void ingest(TimeNs now, Telemetry& telemetry);
   void read_residency(TimeNs now, Telemetry& telemetry);

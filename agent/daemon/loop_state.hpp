@@ -46,12 +46,15 @@ enum class LoopPhase : std::uint8_t {
   kDiscover,   // topology, targets, mappings, sources told their pids and ranges
   kSources,    // what every source collected, into the heat tables (the dirty scan too)
   kResidency,  // where the tracked pages are (move_pages status queries)
-  kPlan,       // the plan, the promotion ticks' exchange, the heatmap row and the feedback
+  kPlan,       // the plan, and the promotion ticks' exchange
   kMove,       // moving pages (the mover: move_pages(2))
+  kRecord,     // the step's heatmap row, the feedback, the gauges, the recording's flush
 };
-inline constexpr std::size_t kLoopPhases = 5;
+inline constexpr std::size_t kLoopPhases = 6;
+// The phases' one set of names: the label of kvtier_loop_cpu_seconds_total, the
+// keys of the status view's loop_seconds_by_phase, docs/architecture.md's table.
 inline constexpr std::array<const char*, kLoopPhases> kLoopPhaseNames = {
-    "discover", "sources", "residency", "plan", "move"};
+    "discover", "sources", "residency", "plan", "move", "record"};
 using LoopCpu = std::array<TimeNs, kLoopPhases>;
 
 // The mis-demotion feedback of one group, and what the loop counted for it.

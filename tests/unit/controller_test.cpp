@@ -1278,6 +1278,7 @@ TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
   EXPECT_EQ(loop.collects, 62) << "31 steps and 31 ticks";
   EXPECT_EQ(at(LoopPhase::kPlan), 0);
   EXPECT_EQ(at(LoopPhase::kDiscover), 0);
+  EXPECT_EQ(at(LoopPhase::kRecord), 0);
 
   const auto seconds = [](TimeNs ns) { return static_cast<double>(ns) / 1e9; };
   EXPECT_DOUBLE_EQ(loop.telemetry.value("kvtier_loop_cpu_seconds_total", {{"phase", "move"}}),
@@ -1286,6 +1287,9 @@ TEST(Controller, LoopCpuIsChargedToThePhaseThatUsedIt) {
                    seconds(at(LoopPhase::kSources)));
   EXPECT_GT(loop.telemetry.value("process_cpu_seconds_total"), 0.0);
   const auto view = loop.describe(false)["cpu"];
+  for (const char* name : kLoopPhaseNames) {
+    EXPECT_TRUE(view["loop_seconds_by_phase"].contains(name)) << name;
+  }
   EXPECT_DOUBLE_EQ(view["loop_seconds_by_phase"]["residency"].get<double>(),
                    seconds(at(LoopPhase::kResidency)));
   EXPECT_DOUBLE_EQ(
