@@ -172,15 +172,11 @@ class Planner {
       add_demand(hot[g->index]);
     }
     // A DRAM node that has to make room in this plan (short of its headroom plus
-    // what waits) is under pressure: the cold-age pass then holds nothing back.
-    bool pressed = false;
+    // what waits) is under pressure: GroupRules::hold_released then lets the
+    // cold-age pass take what the rules hold back.
     for (std::size_t id = 0; id < nodes_.size(); ++id) {
       nodes_[id].pressed = short_of_headroom(static_cast<int>(id)) > 0;
-      pressed = pressed || nodes_[id].pressed;
     }
-    // Only then, and only for a target whose reads in DRAM go unseen, does the
-    // cold-age pass look at the units it holds (cold_age()).
-    release_held_ = pressed && std::ranges::any_of(s_.targets, &TargetView::dram_reads_unseen);
     std::vector<std::vector<Cand>> cold(groups_.size());
     std::vector<std::vector<bool>> cold_taken(groups_.size());
     for (GroupWork* g : up) {
@@ -581,18 +577,16 @@ class Planner {
         taken[i] = take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
       }
     }
-    // Units held back only because their target's reads in DRAM go unseen
-    // (cooling, idle for the effective cold age but not twice cold_age) go too
-    // from a node under pressure: the hold spends DRAM's slack, never its room.
-    if (!release_held_) return;
-    const std::uint32_t now_tick = to_tick(s_.now);
+    // Then the cooling units the rules' hold on unseen DRAM reads releases
+    // (GroupRules::hold_released), in rank order.
     for (std::size_t i = 0; i < g.order.size() && !budget_out_; ++i) {
       const Ranked& r = g.order[i];
       if (r.kind != Kind::kCooling || g.order_taken[i]) continue;
       const Node* n = node(r.c.node());
-      if (n == nullptr || !n->pressed || !s_.targets[r.c.target].dram_reads_unseen) continue;
-      const std::uint32_t last = key_access(r.c.key);
-      if (now_tick - std::min(now_tick, last) < g.rules.cold_after(false)) continue;
+      if (!g.rules.hold_released(key_access(r.c.key), s_.targets[r.c.target].dram_reads_unseen,
+                                 n != nullptr && n->pressed)) {
+        continue;
+      }
       g.order_taken[i] = take(r.c, g.rules.demotion_dest(r.c.node()), Why::kColdAge, true);
     }
   }
@@ -612,13 +606,10 @@ class Planner {
   }
 
   // The idle time from which the cold-age pass demoted a unit of target idle
-  // for `idle`: twice cold_age for a target whose DRAM reads go unseen, unless
-  // it went before that (from a node under pressure).
-  [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target, TimeNs idle) const {
+  // for `idle_ticks` (GroupRules::demoted_after).
+  [[nodiscard]] TimeNs effective_cold_age(std::uint32_t target, std::uint32_t idle_ticks) const {
     const TargetView& tv = s_.targets[target];
-    const GroupRules& rules = groups_[tv.group].rules;
-    const bool held = tv.dram_reads_unseen && idle >= from_tick(rules.cold_after(true));
-    return from_tick(rules.cold_after(held));
+    return from_tick(groups_[tv.group].rules.demoted_after(tv.dram_reads_unseen, idle_ticks));
   }
 
   std::string describe(const Chosen& c, std::uint64_t bytes, float max_heat,
@@ -626,13 +617,14 @@ class Planner {
     const TargetView& tv = s_.targets[c.target];
     const GroupConfig& g = s_.groups[tv.group];
     const std::uint32_t now_tick = to_tick(s_.now);
-    const TimeNs idle = from_tick(now_tick - std::min(now_tick, newest_access));
+    const std::uint32_t idle_ticks = now_tick - std::min(now_tick, newest_access);
+    const TimeNs idle = from_tick(idle_ticks);
     const std::string size = format_size(bytes);
     switch (c.why) {
       case Why::kColdAge:
         return fmt::format("idle {} >= cold age {}; heat {:.2f}/s <= demote_heat {:.2f}/s; {}",
                            format_duration(idle),
-                           format_duration(effective_cold_age(c.target, idle)), max_heat,
+                           format_duration(effective_cold_age(c.target, idle_ticks)), max_heat,
                            g.policy.demote_heat, size);
       case Why::kDramLimit:
         return fmt::format(
@@ -722,8 +714,6 @@ class Planner {
   NodeFacts facts_;
   std::uint64_t budget_;
   bool budget_out_ = false;
-  // Some DRAM node is pressed and some target's reads in DRAM go unseen.
-  bool release_held_ = false;
   std::uint64_t waiting_bytes_ = 0;  // Plan::waiting_bytes
   std::vector<Node> nodes_;
   std::vector<GroupWork> groups_;

@@ -96,6 +96,21 @@ class GroupRules {
     return unseen ? unseen_ticks_ : effective_ticks_;
   }
 
+  // The hold on units whose target's reads in DRAM go unseen (classify() calls
+  // them cooling until idle for cold_after(true)), in one place: a held unit last
+  // accessed at `last_access` goes all the same once idle for the effective cold
+  // age if its node is under pressure (it has to make room in this plan): the
+  // hold spends DRAM's slack, never its room.
+  [[nodiscard]] bool hold_released(std::uint32_t last_access, bool unseen, bool pressed) const {
+    return unseen && pressed && now_tick_ - std::min(now_tick_, last_access) >= effective_ticks_;
+  }
+  // The idle time from which the cold-age pass demoted a unit idle for `idle`:
+  // cold_after(true) for a target whose DRAM reads go unseen, unless the unit
+  // went before that (hold_released).
+  [[nodiscard]] std::uint32_t demoted_after(bool unseen, std::uint32_t idle) const {
+    return cold_after(unseen && idle >= unseen_ticks_);
+  }
+
   // For this group: a demotion target, or the group's own demotion_node.
   [[nodiscard]] bool slow(int node) const {
     return node >= 0 && static_cast<std::size_t>(node) < slow_.size() &&

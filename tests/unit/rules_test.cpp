@@ -132,6 +132,29 @@ TEST(Rules, UnseenReadsMakeCoolingUpToTwiceTheColdAge) {
               HasSubstr("effective cold age 1.5m"));
 }
 
+// The hold on unseen DRAM reads is the rules' alone: a held unit goes from a node
+// under pressure once idle for the effective cold age, and not before it, nor from a
+// node with room, nor for a target whose reads are seen.
+TEST(Rules, TheHoldOnUnseenReadsIsReleasedOnlyUnderPressure) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  const GroupRules rules(group(), facts, kNow);
+  const auto last = [](TimeNs idle) { return to_tick(kNow - idle); };
+  EXPECT_TRUE(rules.hold_released(last(30 * kSec), true, true));
+  EXPECT_TRUE(rules.hold_released(last(59 * kSec), true, true));
+  EXPECT_FALSE(rules.hold_released(last(29 * kSec), true, true));
+  EXPECT_FALSE(rules.hold_released(last(45 * kSec), true, false));
+  EXPECT_FALSE(rules.hold_released(last(45 * kSec), false, true));
+  // Under an effective cold age of 45 s, 40 s idle is not enough even under pressure.
+  const GroupRules raised(group(), facts, kNow, 45 * kSec);
+  EXPECT_FALSE(raised.hold_released(last(40 * kSec), true, true));
+  EXPECT_TRUE(raised.hold_released(last(45 * kSec), true, true));
+  // What explain says a unit was demoted after: twice cold_age if it waited that long.
+  EXPECT_EQ(rules.demoted_after(true, to_tick(60 * kSec)), rules.cold_after(true));
+  EXPECT_EQ(rules.demoted_after(true, to_tick(40 * kSec)), rules.cold_after(false));
+  EXPECT_EQ(rules.demoted_after(false, to_tick(90 * kSec)), rules.cold_after(false));
+}
+
 TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
   // Node 2 is no demotion target for the host, but the group demotes to it:
   // what sits there is on the group's slow node (promoted when hot), and DRAM
