@@ -1,6 +1,6 @@
 // The config's reader: the toml++ tree as `Section`s, each key read by its kind (duration,
-// size, rate, choice...) into a field, every problem kept with its file, line and key;
-// and the checks of the text before toml++ parses it. The schema (config_schema.cpp) says
+// size, rate, choice...) into a field, every problem kept with its file, line and key
+// (the text before toml++ parses it: config_text.hpp). The schema (config_schema.cpp) says
 // which keys there are; this file knows none of them. Internal to policy/.
 #pragma once
 
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "policy/config.hpp"
+#include "policy/config_text.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
 
@@ -35,29 +36,35 @@ std::string choice_list(const Choices<T>& choices) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-std::string_view type_name(const toml::node& n);
-int line_of(const toml::node& n);
-// No config value has a use for control characters; a NUL ("\u0000") would
-// silently cut a path or a group name short where it reaches the C library.
-std::string control_character(std::string_view s);
+inline std::string_view type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
 
-struct ShapeProblem {
-  int line = 0;
-  std::string message;
-};
-
-// Size and nesting, measured before toml++ parses: toml++ recurses once per
-// nesting level and once per part of a dotted key (`[a.a.a...]`), so a deep
-// file would overflow the stack instead of being refused. Depth counts open
-// brackets and braces plus the dots of the key or value being read, outside
-// strings and comments; a float's dot counts too, which only makes the
-// measure safer. kvtier's own schema is 5 deep at most.
-std::optional<ShapeProblem> check_shape(std::string_view text);
-
-// The file's text, or the one problem that stops it being read: missing or
-// unreadable, not a regular file (a directory reads as empty), or too large
-// (read with a bound, so /dev/zero or a growing file cannot exhaust memory).
-std::expected<std::string, ConfigProblem> read_file(const std::string& path);
+inline int line_of(const toml::node& n) {
+  return static_cast<int>(n.source().begin.line);
+}
 
 class Parser {
  public:

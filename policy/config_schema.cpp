@@ -1,5 +1,6 @@
-#include "policy/config_schema.hpp"
-
+// The config's schema: every key, its range and the checks across keys, read through
+// config_reader.hpp's Sections into config.hpp's structs (their defaults); then
+// compile_config (config_compile.cpp) for the text-to-CompiledConfig calls.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -20,6 +21,8 @@
 
 #include "policy/config.hpp"
 #include "policy/config_reader.hpp"
+#include "policy/config_text.hpp"
+#include "policy/topology.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
 
@@ -431,10 +434,6 @@ void read_root(Parser& p, Config& cfg, const toml::table& root) {
   s.finish();
 }
 
-}  // namespace
-
-namespace config_schema {
-
 std::pair<Config, ConfigProblems> parse_partial(std::string_view text, std::string_view file) {
   Config cfg;
   cfg.file = std::string(file);
@@ -455,10 +454,10 @@ std::pair<Config, ConfigProblems> parse_partial(std::string_view text, std::stri
   return {std::move(cfg), p.take_problems()};
 }
 
-}  // namespace config_schema
+}  // namespace
 
 std::expected<Config, ConfigProblems> parse_config(std::string_view text, std::string_view file) {
-  auto [cfg, problems] = config_schema::parse_partial(text, file);
+  auto [cfg, problems] = parse_partial(text, file);
   if (!problems.empty()) return std::unexpected(std::move(problems));
   return cfg;
 }
@@ -467,6 +466,28 @@ std::expected<Config, ConfigProblems> load_config(const std::string& path) {
   auto text = config_reader::read_file(path);
   if (!text) return std::unexpected(ConfigProblems{text.error()});
   return parse_config(*text, path);
+}
+
+std::expected<CompiledConfig, ConfigProblems> compile_config_text(std::string_view text,
+                                                                  std::string_view file,
+                                                                  const Topology* topo) {
+  auto [cfg, problems] = parse_partial(text, file);
+  const bool syntax_error = problems.size() == 1 && problems[0].key.empty();
+  if (syntax_error) return std::unexpected(std::move(problems));
+  auto compiled = compile_config(std::move(cfg), topo);
+  if (problems.empty() && compiled) return compiled;
+  if (!compiled) {
+    problems.insert(problems.end(), compiled.error().begin(), compiled.error().end());
+  }
+  std::ranges::stable_sort(problems, {}, &ConfigProblem::line);
+  return std::unexpected(std::move(problems));
+}
+
+std::expected<CompiledConfig, ConfigProblems> load_compiled_config(const std::string& path,
+                                                                   const Topology* topo) {
+  auto text = config_reader::read_file(path);
+  if (!text) return std::unexpected(ConfigProblems{text.error()});
+  return compile_config_text(*text, path, topo);
 }
 
 std::optional<SourceKind> source_kind(std::string_view name) {
