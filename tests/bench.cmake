@@ -38,3 +38,8 @@ set_tests_properties(unit.demo_lines PROPERTIES LABELS unit)
 add_test(NAME unit.bench_scale_short COMMAND ${PROJECT_SOURCE_DIR}/bench/scale.sh --short)
 set_tests_properties(unit.bench_scale_short PROPERTIES LABELS unit TIMEOUT 300
   ENVIRONMENT KVTIER_BUILD_DIR=${CMAKE_BINARY_DIR})
+
+# The llama-server load generator's logic: trace to conversations, requests, responses, metrics
+# and the KV buffer's ground truth (the program runs in vm.llama_server).
+kvtier_gtest(unit_bench_loadgen unit SOURCES unit/bench_loadgen_test.cpp
+  LIBS loadgen_core kvsim_core nlohmann_json::nlohmann_json)
