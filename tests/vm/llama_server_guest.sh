@@ -49,7 +49,7 @@ node0=$(awk '/MemTotal/ {print $4 * 1024}' /sys/devices/system/node/node0/meminf
   bad "KV cache $((kv_bytes >> 20)) MiB is not larger than node 0's $((node0 >> 20)) MiB"
 
 # --- the server, its KV buffer and its layout
-start_server --cache-ram 0 || fatal "llama-server (pid $spid) exited or not healthy within 600 s"
+start_server --cache-ram 0 --metrics || fatal "llama-server (pid $spid) exited or not healthy within 600 s"
 [ -n "$kv_map_start" ] &&
   ok "KV buffer: an anonymous mapping of $((kv_map_end - kv_map_start)) B for the $kv_bytes B cache (pid $spid)" ||
   fatal "no anonymous mapping of $kv_bytes + 4096 B (up to 2 MiB more) in /proc/$spid/maps"
@@ -136,10 +136,46 @@ for x in a b c; do
 done
 echo "AFTER_CACHE_N=$(field /tmp/c2.json cache_n) (C'' reused slot 2's demoted cells)"
 
+# --- the load generator (bench/loadgen), briefly: two Mooncake conversations of two or more
+# turns from two clients, the server choosing the slots, the ground truth sampled each second
+load_checks() {
+  awk -v np="$NP" -v pages=$(((kv_bytes + 64 + 4095) / 4096 * 4096)) '
+    function num(key,   m) { return match($0, "\"" key "\":-?[0-9.e+]+") ? substr($0, RSTART + length(key) + 3, RLENGTH - length(key) - 3) + 0 : "" }
+    /"type":"request"/ { req++
+      if ($0 ~ /"status":"ok"/) { ok++
+        if (num("id_slot") < 0 || num("id_slot") >= np || num("tokens_cached") <= 0) bad_ok++
+        if (num("turn") > 0 && num("cache_n") > 0) reused++ } }
+    /"type":"metrics"/ && /llamacpp:prompt_tokens_total/ { metrics++ }
+    /"type":"truth"/ { truth++; s = 0
+      while (match($0, /"(0|1|other)":[0-9]+/)) { v = substr($0, RSTART, RLENGTH); sub(/.*:/, "", v); s += v; $0 = substr($0, RSTART + RLENGTH) }
+      if (s != pages) bad_truth++ }
+    /"type":"summary"/ { sreq = num("requests"); serr = num("errors") + num("timeouts") }
+    END { printf "%d %d %d %d %d %d %d %d %d\n", req, ok, bad_ok, reused, metrics, truth, bad_truth, sreq, serr }' /tmp/load.jsonl
+}
+lt0=$(date +%s)
+kvtier_llama_load --trace /kvtier/traces/mooncake_synthetic_trace.jsonl --clients 2 --conversations 2 \
+  --min-turns 2 --block-chars 1 --max-predict 4 --speed 100 --duration 20 --timeout 300 \
+  --metrics-every 5 --pid "$spid" --kv-data $((0x$kv_start + 64)) --slots "$NP" --cells "$CELLS" \
+  --out /tmp/load.jsonl 2>/tmp/load.err
+lrc=$?
+set -- $(load_checks)
+echo "LOAD: exit $lrc in $(($(date +%s) - lt0)) s, $1 requests ($2 ok, $4 turns reusing cells), $5 metrics scrapes, $6 truth samples; $(tail -n 1 /tmp/load.jsonl)"
+[ "$lrc" -eq 0 ] && [ "$1" -gt 0 ] && [ "$1" = "$8" ] && [ "$1" = "$2" ] && [ "$9" = 0 ] &&
+  ok "load generator: $1 requests from 2 clients, every one answered and recorded (summary $8, errors $9)" ||
+  bad "load generator: exit $lrc, $1 requests recorded, $2 ok, summary $8, errors+timeouts $9: $(grep -v '"type":"truth"' /tmp/load.jsonl | grep -v '"status":"ok"' | head -n 3) $(cat /tmp/load.err)"
+[ "$2" -gt 0 ] && [ "$3" = 0 ] && [ "$4" -gt 0 ] &&
+  ok "load generator: every answer names a slot in 0..$((NP - 1)) with cells, and $4 later turns reused their conversation's cells (cache_n > 0)" ||
+  bad "load generator: $3 answers without a valid id_slot or tokens_cached, $4 later turns reused cells"
+[ "$5" -gt 0 ] && ok "load generator: $5 /metrics scrapes with llamacpp:prompt_tokens_total" ||
+  bad "load generator: no /metrics scrape with llamacpp:prompt_tokens_total"
+[ "$6" -gt 0 ] && [ "$7" = 0 ] &&
+  ok "ground truth: $6 samples, each accounting for every page of the buffer (active, idle, unused on node 0, 1 or neither)" ||
+  bad "ground truth: $6 samples, $7 not adding up to the buffer's pages"
+
 # --- restart: a new pid is picked up, the old one dropped
 kill "$spid"
 wait "$spid" 2>/dev/null
-start_server --cache-ram 0 || fatal "the restarted llama-server (pid $spid) exited or not healthy within 600 s"
+start_server --cache-ram 0 --metrics || fatal "the restarted llama-server (pid $spid) exited or not healthy within 600 s"
 [ "$spid" != "$pid1" ] || fatal "the restarted server has the old pid $pid1"
 restart_seen() { targets_have "$spid" && ! targets_have "$pid1"; }
 wait_for 120 restart_seen && ok "the restarted llama-server (pid $spid) picked up, pid $pid1 dropped" ||
