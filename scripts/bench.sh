@@ -7,7 +7,7 @@
 # Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
 #                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
 #                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--vcpus N] [--icount SPEC|off] [--idle-threads N] [--flat-out]
-#                         [--report-only]
+#                         [--report-only] [--workload kvsim|llama-server]
 #   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
 #   --out       where results go (default build/bench/<date>)
 #   --modes     none kernel damos damos-goal oracle kvtier (damos-goal needs --kernel 7.3, damos
@@ -34,6 +34,12 @@
 #               requests wait: steps/s is then the workload's throughput, and the report gives
 #               each mode's as a ratio of none's (the price a server that runs flat out pays)
 #   --report-only  rebuild the report from OUT's files without running anything
+#   --workload  kvsim (default) or llama-server: Debian's llama-server in the guest (the layer of
+#               scripts/vm/llama-root.sh, node 0 352 MiB against its 384 MiB KV buffer) driven by
+#               kvtier_llama_load replaying the Mooncake trace's conversations
+#               (scripts/bench/llama_guest.sh; LOAD_* settings pass through); modes none, kernel,
+#               kvtier (default all three), --duration default 240, --repeat, --kernel, --vcpus
+#               and --icount apply; bench/llama_report.py writes the report (docs/llama-server.md)
 # Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
 # Guests boot with nokaslr (KVTIER_VM_APPEND) so that every mode gets the same node sizes.
@@ -43,7 +49,8 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 export KVTIER_BUILD_DIR=${KVTIER_BUILD_DIR:-$top/build}
-duration=100
+duration=
+workload=kvsim
 out=
 modes=
 kernel=6.12
@@ -76,11 +83,17 @@ while (($#)); do
     --idle-threads) idle_threads=${2:?}; shift ;;
     --flat-out) flat_out=1 ;;
     --report-only) report_only=1 ;;
-    -h | --help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --workload) workload=${2:?}; shift ;;
+    -h | --help) sed -n '2,/^set -euo pipefail/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+case $workload in
+  kvsim) duration=${duration:-100} ;;
+  llama-server) duration=${duration:-240} ;;
+  *) echo "bench: --workload '$workload': use kvsim or llama-server" >&2; exit 2 ;;
+esac
 [[ $duration =~ ^[1-9][0-9]*$ ]] || { echo "bench: --duration '$duration' is not a positive integer" >&2; exit 2; }
 [[ $idle_threads =~ ^[0-9]+$ ]] || { echo "bench: --idle-threads '$idle_threads' is not a whole number" >&2; exit 2; }
 [[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "bench: --repeat '$repeat' is not a positive integer" >&2; exit 2; }
@@ -91,6 +104,7 @@ case $thp in
   never | system) ;;
   *) echo "bench: --thp '$thp': use never or system" >&2; exit 2 ;;
 esac
+[[ $workload == llama-server ]] && modes=${modes:-none kernel kvtier}
 case $kernel in
   6.12) modes=${modes:-none kernel damos oracle kvtier} ;;
   7.3) modes=${modes:-none damos-goal oracle kvtier} ;;
@@ -121,6 +135,49 @@ py=python3
 for p in /usr/bin/python3 python3; do
   if "$p" -c 'import matplotlib' 2>/dev/null; then py=$p; break; fi
 done
+
+# llama-server: its own guest script and report (bench/llama_report.py); kvsim's path below
+# is unchanged.
+if [[ $workload == llama-server ]]; then
+  for m in $modes; do
+    case $m in
+      none | kernel | kvtier) ;;
+      *) echo "bench: mode '$m' is not one of llama-server's (none kernel kvtier)" >&2; exit 2 ;;
+    esac
+  done
+  if ((!report_only)); then
+    [[ -x $KVTIER_BUILD_DIR/bench/kvtier_llama_load ]] || {
+      echo "bench: kvtier_llama_load not built in $KVTIER_BUILD_DIR (cmake --build build)" >&2
+      exit 1
+    }
+    layer=$("$top/scripts/vm/llama-root.sh") || { echo "bench: cannot build the llama-server layer (scripts/vm/llama-root.sh)" >&2; exit 1; }
+    pass=()
+    while IFS='=' read -r name value; do
+      [[ $name =~ ^(LOAD_[A-Z_]+|COLD_AGE_S)$ ]] && pass+=("$name=$value")
+    done < <(env)
+    for ((r = 1; r <= repeat; r++)); do
+      for mode in $modes; do
+        run=$mode-$r
+        echo "bench: run $r/$repeat, mode $mode: llama-server in the $kernel guest, $duration s of the Mooncake conversations" >&2
+        t0=$(date +%s)
+        rc=0
+        KVTIER_VM_APPEND="nokaslr${KVTIER_VM_APPEND:+ $KVTIER_VM_APPEND}" "$top/scripts/vm/run" --kernel "$kernel" \
+          --layer "$layer" --mem0 352 --vcpus "$vcpus" ${icount_args[@]+"${icount_args[@]}"} --timeout $((duration + 1500)) -- \
+          env ${pass[@]+"${pass[@]}"} sh /kvtier/scripts/bench/llama_guest.sh "$mode" "$duration" \
+          >"$out/$run.jsonl" 2>"$out/$run.stderr" || rc=$?
+        t1=$(date +%s)
+        why=
+        ((rc == 0)) || { why="the guest exited $rc; see $out/$run.stderr"; failed=1; }
+        printf '{"workload":"llama-server","mode":"%s","run":%d,"vm_status":%d,"wall_s":%d,"vcpus":%d,"icount":"%s","kernel":"%s","duration_s":%d,"why":"%s"}\n' \
+          "$mode" "$r" "$rc" $((t1 - t0)) "$vcpus" "$icount" "$kernel" "$duration" "$why" >"$out/$run.meta.json"
+        echo "bench: run $r/$repeat, mode $mode: done in $((t1 - t0)) s (guest status $rc)" >&2
+      done
+    done
+  fi
+  "$py" "$top/bench/llama_report.py" "$out" || failed=1
+  echo "bench: report in $out/report.md" >&2
+  exit $failed
+fi
 
 if ((!report_only)); then
   for bin in kvsim kvtier_residency_probe kvtier_oracle; do

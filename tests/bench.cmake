@@ -43,3 +43,6 @@ set_tests_properties(unit.bench_scale_short PROPERTIES LABELS unit TIMEOUT 300
 # and the KV buffer's ground truth (the program runs in vm.llama_server).
 kvtier_gtest(unit_bench_loadgen unit SOURCES unit/bench_loadgen_test.cpp
   LIBS loadgen_core kvsim_core nlohmann_json::nlohmann_json)
+add_test(NAME unit.bench_llama_report
+  COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/unit/bench_llama_report_test.py)
+set_tests_properties(unit.bench_llama_report PROPERTIES LABELS unit)

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The report of scripts/bench.sh --workload llama-server: OUT/MODE-R.jsonl (the guest's lines,
+scripts/bench/llama_guest.sh and kvtier_llama_load) and OUT/MODE-R.meta.json -> OUT/report.md
+and OUT/results.json.
+
+Per run: hot KV bytes on node 1 (the ground truth's "active" pages on node 1, time average after
+the first 20 s), idle and unused bytes on node 1 at the end (and their share of all idle and
+unused bytes), the clients' TTFT p50/p99 and decode tokens/s (and each as a ratio of none's in
+the same repeat), failed requests, kvtierd's CPU, the server's CPU per generated token, and
+integrity (the fixed prompts' completions identical to none's in the same repeat).
+
+Usage: llama_report.py OUT [--warmup S]
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+MIB = 1 << 20
+
+
+def load_lines(path):
+    out = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                print(f"llama_report: {path}:{n}: not a JSON line, skipped", file=sys.stderr)
+    return out
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def feedback_totals(status):
+    """kvtierd's demoted, promoted, mis-demoted bytes and cold age, summed over its groups."""
+    tot = {"demoted_bytes": 0, "promoted_bytes": 0, "misdemoted_bytes": 0,
+           "kernel_promoted_bytes": 0}
+    cold = None
+
+    def walk(x):
+        nonlocal cold
+        if isinstance(x, dict):
+            if "effective_cold_age_s" in x and "demoted_bytes" in x:
+                for k in tot:
+                    tot[k] += x.get(k) or 0
+                cold = x["effective_cold_age_s"]
+                return
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(status)
+    tot["cold_age_s"] = cold
+    return tot
+
+
+def summarize(lines, warmup):
+    """One run's figures from its lines."""
+    req = [x for x in lines if x.get("type") == "request"]
+    ok = [x for x in req if x.get("status") == "ok"]
+    truth = [x for x in lines if x.get("type") == "truth" and "active" in x]
+    bench = {x.get("event"): x for x in lines if x.get("type") == "bench"}
+    r = {
+        "requests": len(req),
+        "ok": len(ok),
+        "failed": len(req) - len(ok),
+        "timeouts": sum(1 for x in req if x.get("status") == "timeout"),
+        "ttft_p50_s": percentile([x["ttft_s"] for x in ok], 50),
+        "ttft_p99_s": percentile([x["ttft_s"] for x in ok], 99),
+        "decode_tps": None,
+        "predicted_tokens": sum(max(x.get("predicted_n", 0), 0) for x in ok),
+        "cache_n_mean": statistics.mean([x["cache_n"] for x in ok]) if ok else None,
+        "errors": [x.get("error") for x in lines if x.get("type") == "bench" and x.get("event") == "error"],
+    }
+    # Decode tokens/s over the run: generated tokens over the time spent generating them.
+    pred_ms = sum(x.get("predicted_ms") or 0 for x in ok)
+    if pred_ms > 0:
+        r["decode_tps"] = r["predicted_tokens"] / (pred_ms / 1000)
+    late = [t for t in truth if t["t"] >= warmup]
+    if late:
+        r["hot_on_node1_bytes"] = statistics.mean(t["active"]["1"] for t in late)
+        r["hot_bytes"] = statistics.mean(sum(t["active"].values()) for t in late)
+        r["hot_on_node1_share"] = (r["hot_on_node1_bytes"] / r["hot_bytes"]) if r["hot_bytes"] else None
+    if truth:
+        end = truth[-1]
+        r["idle_on_node1_end"] = end["idle"]["1"]
+        r["unused_on_node1_end"] = end["unused"]["1"]
+        cold_total = sum(end["idle"].values()) + sum(end["unused"].values())
+        r["idle_unused_bytes_end"] = cold_total
+        r["offload_share"] = (end["idle"]["1"] + end["unused"]["1"]) / cold_total if cold_total else None
+        r["truth_samples"] = len(truth)
+        # The buffer's bytes that came back from node 1, second by second (net per sample: a
+        # lower bound), to set against kvtierd's and the kernel's promotions of the whole process.
+        on1 = [sum(t[c]["1"] for c in ("active", "idle", "unused")) for t in truth]
+        r["buffer_back_to_node0"] = sum(max(0, a - b) for a, b in zip(on1, on1[1:]))
+    nm = bench.get("numa_maps")
+    if nm and truth:
+        # Outside the KV buffer (the heap with the prompt cache's copies, the model, libraries).
+        end = truth[-1]
+        r["other_on_node1_end"] = nm["node1_bytes"] - sum(end[c]["1"] for c in ("active", "idle", "unused"))
+        r["other_on_node0_end"] = nm["node0_bytes"] - sum(end[c]["0"] for c in ("active", "idle", "unused"))
+    cpu = bench.get("cpu")
+    if cpu:
+        tck = cpu.get("clk_tck") or 100
+        span = max((x["t"] for x in req), default=0) or 1
+        r["kvtierd_cpu_s"] = cpu["kvtierd_ticks"] / tck
+        r["kvtierd_cpu_share"] = r["kvtierd_cpu_s"] / span
+        r["server_cpu_s"] = cpu["server_ticks"] / tck
+        r["server_cpu_ms_per_token"] = (1000 * r["server_cpu_s"] / r["predicted_tokens"]
+                                        if r["predicted_tokens"] else None)
+        r["kvtierd_gone"] = cpu.get("kvtierd_gone", 0)
+    if "kvtierd" in bench:
+        r["kvtierd"] = feedback_totals(bench["kvtierd"].get("status"))
+    r["integrity"] = [(x.get("content"), x.get("tokens")) for x in lines
+                      if x.get("type") == "integrity" and x.get("status") == "ok"]
+    r["integrity_failed"] = sum(1 for x in lines if x.get("type") == "integrity" and x.get("status") != "ok")
+    return r
+
+
+def fmt(v, scale=1.0, digits=2, unit=""):
+    if v is None:
+        return "n/a"
+    return f"{v / scale:.{digits}f}{unit}"
+
+
+def ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--warmup", type=float, default=20, help="seconds left out of the hot average")
+    a = ap.parse_args()
+    runs = []
+    for meta_path in sorted(glob.glob(os.path.join(a.out, "*.meta.json"))):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+        data = meta_path[: -len(".meta.json")] + ".jsonl"
+        lines = load_lines(data) if os.path.exists(data) else []
+        r = summarize(lines, a.warmup)
+        r.update({"mode": meta["mode"], "run": meta["run"], "why": meta.get("why", ""),
+                  "wall_s": meta.get("wall_s")})
+        runs.append(r)
+    if not runs:
+        print(f"llama_report: no *.meta.json in {a.out}", file=sys.stderr)
+        return 1
+    none = {r["run"]: r for r in runs if r["mode"] == "none"}
+    for r in runs:
+        base = none.get(r["run"])
+        r["vs_none"] = None
+        if base is not None and r is not base:
+            r["vs_none"] = {
+                "decode_tps": ratio(r["decode_tps"], base["decode_tps"]),
+                "ttft_p50": ratio(r["ttft_p50_s"], base["ttft_p50_s"]),
+                "ttft_p99": ratio(r["ttft_p99_s"], base["ttft_p99_s"]),
+                "server_cpu_per_token": ratio(r.get("server_cpu_ms_per_token"),
+                                              base.get("server_cpu_ms_per_token")),
+                "integrity_identical": bool(r["integrity"]) and r["integrity"] == base["integrity"],
+            }
+    order = {"none": 0, "kernel": 1, "kvtier": 2}
+    runs.sort(key=lambda r: (r["run"], order.get(r["mode"], 9), r["mode"]))
+    rows = [
+        "| run | mode | requests (failed) | hot KV on node 1, avg after "
+        f"{a.warmup:.0f} s | idle + unused on node 1 at the end | TTFT p50 / p99 s (x none) | decode tok/s (x none) "
+        "| server CPU ms/token (x none) | kvtierd CPU | kvtierd demoted / promoted (by the kernel) / mis-demoted MiB, cold age "
+        "| KV buffer back from node 1 MiB | rest of the server on node 0 / 1 at the end | integrity |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        v = r["vs_none"] or {}
+        k = r.get("kvtierd")
+        kv = (f"{k['demoted_bytes'] / MIB:.1f} / {k['promoted_bytes'] / MIB:.1f} "
+              f"({k['kernel_promoted_bytes'] / MIB:.1f}) / {k['misdemoted_bytes'] / MIB:.1f}, "
+              f"{fmt(k['cold_age_s'], digits=0)} s") if k else "-"
+        integ = "(baseline)" if r["mode"] == "none" else (
+            "identical" if v.get("integrity_identical") else "DIFFERS or missing")
+        rows.append(
+            f"| {r['run']} | {r['mode']} | {r['requests']} ({r['failed']}) "
+            f"| {fmt(r.get('hot_on_node1_bytes'), MIB, 1, ' MiB')} of {fmt(r.get('hot_bytes'), MIB, 1, ' MiB')} "
+            f"({fmt(r.get('hot_on_node1_share'), 0.01, 1, '%')}) "
+            f"| {fmt(r.get('offload_share'), 0.01, 1, '%')} of {fmt(r.get('idle_unused_bytes_end'), MIB, 0, ' MiB')} "
+            f"| {fmt(r['ttft_p50_s'])} / {fmt(r['ttft_p99_s'])} ({fmt(v.get('ttft_p50'))} / {fmt(v.get('ttft_p99'))}) "
+            f"| {fmt(r['decode_tps'])} ({fmt(v.get('decode_tps'), digits=3)}) "
+            f"| {fmt(r.get('server_cpu_ms_per_token'), digits=0)} ({fmt(v.get('server_cpu_per_token'), digits=3)}) "
+            f"| {fmt(r.get('kvtierd_cpu_s'), digits=1, unit=' s')} ({fmt(r.get('kvtierd_cpu_share'), 0.01, 1, '%')}) "
+            f"| {kv} | {fmt(r.get('buffer_back_to_node0'), MIB, 1)} | {fmt(r.get('other_on_node0_end'), MIB, 1)} / {fmt(r.get('other_on_node1_end'), MIB, 1, ' MiB')} "
+            f"| {integ} |")
+        if r["why"] or r["errors"]:
+            rows.append(f"|  | | {r['why']} {'; '.join(str(e) for e in r['errors'])} | | | | | | | | | | |")
+    with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
+        f.write("# llama-server in the tiered guest (scripts/bench.sh --workload llama-server)\n\n")
+        f.write("\n".join(rows) + "\n")
+    for r in runs:
+        r.pop("integrity", None)
+    with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(runs, f, indent=1)
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
