@@ -22,6 +22,7 @@ LOAD_SPEED=${LOAD_SPEED:-4}
 LOAD_BLOCK_CHARS=${LOAD_BLOCK_CHARS:-1}
 LOAD_MAX_PREDICT=${LOAD_MAX_PREDICT:-8}
 LOAD_INTEGRITY=${LOAD_INTEGRITY:-4}
+LOAD_SERVER_OPTS=${LOAD_SERVER_OPTS:-} # more llama-server options, such as --cache-ram 0
 COLD_AGE_S=${COLD_AGE_S:-10}
 . /kvtier/tests/vm/llama_lib.sh
 
@@ -38,7 +39,7 @@ llama_mounts
 echo never >/sys/kernel/mm/transparent_hugepage/enabled
 echo 0 >/proc/sys/kernel/numa_balancing
 echo false >/sys/kernel/mm/numa/demotion_enabled
-start_server --metrics || die "llama-server exited or not healthy within 600 s"
+start_server --metrics $LOAD_SERVER_OPTS || die "llama-server exited or not healthy within 600 s"
 [ -n "$kv_map_start" ] || die "no anonymous mapping holds the KV buffer"
 printf 'Where is the buffer?' >/tmp/p0
 find_layout $((NP - 1)) /tmp/p0 /tmp/l.json || die "the KV buffer's layout not found (find_layout $?)"
