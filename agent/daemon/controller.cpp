@@ -398,7 +398,6 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
   state_.targets.track_vmas(now, host_bytes);
-  update_scan_coverage(now);
   refresh_pinned(state_.targets, deps_.paths, now);
   rec_targets(now);
   return tell_ranges();
@@ -421,42 +420,6 @@ Result<void> Controller::tell_ranges() {
   return {};
 }
 
-// A target's hint faults see its reads only once the kernel's NUMA scan has
-// unmapped its pages, and the scan runs once per scan period of the target's
-// own CPU time: a process that runs little is covered in minutes, not seconds.
-// One whose scan has not wrapped around in twice its group's cold age is
-// blind to the faults: the sources that would stand by watch it (start_sources).
-void Controller::update_scan_coverage(TimeNs now) {
-  const bool faults =
-      state_.any_balancing() && std::ranges::any_of(state_.sources, [](const SourceStatus& s) {
-        return s.started && s.kind == SourceKind::kFault;
-      });
-  const std::vector<TimeNs> cold_ages = state_.cold_ages();
-  for (auto& [pid, t] : state_.targets.all()) {
-    // While no hint faults run, nothing scans: the clock starts when they do.
-    if (!faults) t.scan_seq_at = now;
-    const TimeNs cold_age = t.group < cold_ages.size() ? cold_ages[t.group] : 0;
-    const bool blind = faults && t.scan_seq && cold_age > 0 && now > t.scan_seq_at &&
-                       now - t.scan_seq_at > 2 * cold_age;
-    if (blind != t.scan_blind) {
-      spdlog::info("target {} ({}): the kernel's NUMA scan {} (last pass {:.0f} s ago){}", pid,
-                   t.comm, blind ? "has not covered it in twice its cold age" : "covers it again",
-                   static_cast<double>(now - t.scan_seq_at) / 1e9,
-                   blind ? ": DAMON and the dirty scan watch it" : "");
-    }
-    t.scan_blind = blind;
-  }
-}
-
-// The targets the hint faults do not cover (Target::scan_blind), sorted.
-std::vector<Pid> Controller::scan_blind_pids() const {
-  std::vector<Pid> out;
-  for (const auto& [pid, t] : state_.targets.all()) {
-    if (t.scan_blind) out.push_back(pid);
-  }
-  return out;
-}
-
 // Why a source of `kind` is not needed now (standby_reason), or "" when it is:
 // the started sources, and the kernel's knob as read at the last [tiering]
 // apply; without a tiering handle (replay), the config's.
@@ -473,8 +436,7 @@ std::string Controller::not_needed(SourceKind kind) const {
 // they would (not_needed), and start again when it no longer does. An error
 // stops the step (the daemon logs it); the next step tries again.
 Result<void> Controller::start_sources(bool targets_changed) {
-  const std::vector<Pid> all_pids = state_.targets.pids();
-  const std::vector<Pid> blind = scan_blind_pids();
+  const std::vector<Pid> pids = state_.targets.pids();
   Result<void> result;
   std::vector<std::size_t> order(deps_.sources.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -485,10 +447,7 @@ Result<void> Controller::start_sources(bool targets_changed) {
   for (const std::size_t i : order) {
     HotnessSource& src = *deps_.sources[i].source;
     SourceStatus& status = state_.sources[i];
-    std::string why = not_needed(status.kind);
-    // Where it would stand by, it still watches what the hint faults miss.
-    const std::vector<Pid>& pids = why.empty() ? all_pids : blind;
-    if (!why.empty() && blind.empty()) {
+    if (std::string why = not_needed(status.kind); !why.empty()) {
       if (status.standby.empty()) {
         src.stop();  // also when it never started: what it holds is dropped
         spdlog::info("source {} stands by: {}", src.name(), why);
@@ -498,7 +457,7 @@ Result<void> Controller::start_sources(bool targets_changed) {
       continue;
     }
     status.standby.clear();
-    if (status.started && !targets_changed && pids == status.pids) continue;
+    if (status.started && !targets_changed) continue;
     Result<void> ok;
     if (!status.started) {
       ok = src.start();
@@ -515,10 +474,7 @@ Result<void> Controller::start_sources(bool targets_changed) {
       }
     }
     if (ok) ok = src.set_targets(pids);
-    if (ok) {
-      status.pids = pids;
-      continue;
-    }
+    if (ok) continue;
     status.error = ok.error().message;
     if (result) {
       result = fail(fmt::format("source {}: {}", src.name(), ok.error().message), ok.error().code);

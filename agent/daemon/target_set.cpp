@@ -15,7 +15,6 @@
 #include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "policy/config.hpp"
-#include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
@@ -68,18 +67,6 @@ TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_byte
     out.vmas.push_back(e.range);
   }
   return out;
-}
-
-// A new count of passes restarts the clock (Target::scan_seq_at).
-void note_scan_seq(Target& t, const Result<std::uint64_t>& seq, TimeNs now) {
-  if (!seq) {
-    t.scan_seq.reset();
-    return;
-  }
-  if (t.scan_seq != *seq) {
-    t.scan_seq = *seq;
-    t.scan_seq_at = now;
-  }
 }
 
 }  // namespace
@@ -172,7 +159,6 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
     auto m = read_maps(paths_, pid);
     if (!m) continue;  // gone: discover() drops it next step
     t.threads = read_thread_count(paths_, pid).value_or(0);
-    note_scan_seq(t, read_numa_scan_seq(paths_, pid), now);
     maps.emplace(pid, std::move(*m));
   }
   pools_->update(maps, kMinVmaBytes);

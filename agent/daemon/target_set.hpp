@@ -31,17 +31,6 @@ struct Target {
   // scan never unmaps a single-threaded process's pages on the node it runs
   // on, so its reads there cause no hint faults.
   std::uint32_t threads = 0;
-  // The kernel's NUMA scan of it: its passes over the whole address space
-  // (/proc/PID/sched; nullopt: not shown) and when that count last changed.
-  // A process that runs little is scanned little (the scan runs once per
-  // scan_period of its own CPU time), so its pages may stay mapped, and their
-  // reads unseen by hint faults, for minutes.
-  std::optional<std::uint64_t> scan_seq;
-  TimeNs scan_seq_at = 0;
-  // The scan has not covered it for twice its group's cold age
-  // (Controller::update_scan_coverage): hint faults do not see its reads, so
-  // DAMON and the dirty scan watch it even where they would stand by.
-  bool scan_blind = false;
   std::vector<AddrRange> vmas;  // tracked mappings (anonymous, and the pools it owns), sorted
   // Its mappings of shared pools another mapping tracks (SharedPools::borrowed):
   // the sources watch them, their heat is the owner's.

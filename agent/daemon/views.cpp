@@ -64,7 +64,6 @@ json sources_json(const LoopState& s) {
                    {"reason", src.reason},
                    {"started", src.started},
                    {"standby", src.standby},
-                   {"pids", src.pids},
                    {"error", src.error}});
   }
   return out;
@@ -128,7 +127,6 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
           {"comm", t.comm},
           {"threads", t.threads},
           {"dram_reads_unseen", s.dram_reads_unseen(t)},
-          {"scan_blind", t.scan_blind},
           {"group", s.config.config.groups[t.group].name},
           {"tracked_bytes", t.heat->tracked_bytes()},
           {"resident_bytes", resident},
@@ -214,14 +212,6 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
         "their last fault or write, and the cold-age pass waits twice cold_age for them while "
         "DRAM has room to spare",
         pid, t.comm));
-  }
-  for (const auto& [pid, t] : s.targets.all()) {
-    if (!t.scan_blind) continue;
-    out.push_back(fmt::format(
-        "target {} ({}): the kernel's NUMA scan has not gone through it in {:.0f} s (it runs "
-        "little, and is scanned per its own CPU time), so hint faults miss its reads: DAMON and "
-        "the dirty scan watch it",
-        pid, t.comm, static_cast<double>(now - t.scan_seq_at) / 1e9));
   }
   for (const auto& [node, lost] : s.lost_targets) {
     out.push_back(fmt::format(

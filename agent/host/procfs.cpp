@@ -55,24 +55,6 @@ bool parse_dev(std::string_view s, std::uint32_t& major, std::uint32_t& minor) {
   return true;
 }
 
-// The value of the first "KEY: VALUE" line of a /proc file (/proc/PID/status,
-// /proc/PID/sched: blanks around the colon), trimmed; nullopt without one.
-std::optional<std::string_view> field_value(std::string_view text, std::string_view key) {
-  constexpr std::string_view kBlank = " \t\r";
-  while (!text.empty()) {
-    std::string_view line = take_line(text);
-    if (!line.starts_with(key)) continue;
-    line.remove_prefix(key.size());
-    line.remove_prefix(std::min(line.find_first_not_of(kBlank), line.size()));
-    if (!line.starts_with(':')) continue;
-    line.remove_prefix(1);
-    line.remove_prefix(std::min(line.find_first_not_of(kBlank), line.size()));
-    line.remove_suffix(line.size() - std::min(line.find_last_not_of(kBlank) + 1, line.size()));
-    return line;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::vector<Pid> list_pids(const HostPaths& paths) {
@@ -134,11 +116,17 @@ Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
 }
 
 std::optional<std::uint32_t> parse_status_threads(std::string_view text) {
-  auto value = field_value(text, "Threads");
-  if (!value) return std::nullopt;
-  auto n = parse_u64(*value, "Threads");
-  if (!n || *n == 0 || *n > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
-  return static_cast<std::uint32_t>(*n);
+  constexpr std::string_view kKey = "Threads:";
+  while (!text.empty()) {
+    std::string_view line = take_line(text);
+    if (!line.starts_with(kKey)) continue;
+    line.remove_prefix(kKey.size());
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    auto n = parse_u64(line, "Threads");
+    if (!n || *n == 0 || *n > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    return static_cast<std::uint32_t>(*n);
+  }
+  return std::nullopt;
 }
 
 Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid) {
@@ -147,23 +135,6 @@ Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid) {
   if (!text) return std::unexpected(gone_or(text.error(), pid));
   if (auto n = parse_status_threads(*text)) return *n;
   return fail(fmt::format("{}: no 'Threads:' line", file.string()));
-}
-
-std::optional<std::uint64_t> parse_sched_numa_scan_seq(std::string_view text) {
-  auto value = field_value(text, "mm->numa_scan_seq");
-  if (!value) return std::nullopt;
-  auto n = parse_u64(*value, "numa_scan_seq");
-  if (!n) return std::nullopt;
-  return *n;
-}
-
-Result<std::uint64_t> read_numa_scan_seq(const HostPaths& paths, Pid pid) {
-  const fs::path file = paths.proc / std::to_string(pid) / "sched";
-  auto text = read_text(file);
-  if (!text) return std::unexpected(gone_or(text.error(), pid));
-  if (auto n = parse_sched_numa_scan_seq(*text)) return *n;
-  return fail(fmt::format("{}: no 'mm->numa_scan_seq' line (a kernel without NUMA balancing)",
-                          file.string()));
 }
 
 Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {

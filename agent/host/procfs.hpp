@@ -41,14 +41,6 @@ std::optional<std::uint32_t> parse_status_threads(std::string_view text);
 // the file when its status has no Threads line.
 Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid);
 
-// How many times the kernel's NUMA scan has gone through the process's whole
-// address space, from the text of /proc/PID/sched (its "mm->numa_scan_seq"
-// line; the kernel counts one pass more each time the scan wraps around).
-std::optional<std::uint64_t> parse_sched_numa_scan_seq(std::string_view text);
-// The same for a live process: ESRCH when it is gone, an error naming the file
-// when the kernel does not show the line (no CONFIG_NUMA_BALANCING).
-Result<std::uint64_t> read_numa_scan_seq(const HostPaths& paths, Pid pid);
-
 struct MapEntry {
   AddrRange range;
   std::string perms;  // "rw-p"

@@ -784,36 +784,6 @@ TEST(Controller, DamonStandsByWhileHintFaultsSeeDram) {
   EXPECT_EQ(loop.collects, 2);
 }
 
-// A target the kernel's NUMA scan has not gone through for twice its cold age
-// (/proc/PID/sched's mm->numa_scan_seq unchanged: it runs little) is blind to
-// the hint faults: DAMON, standing by for the others, starts for it alone, and
-// stands by again once the scan counts another pass.
-TEST(Controller, DamonWatchesATargetTheNumaScanDoesNotCover) {
-  Loop loop(pool_region_in_use, true, SourceKind::kDamon, kConfig, false,
-            std::pair{SourceKind::kFault, ScriptedSource::Script(hot_and_warm)});
-  const std::string sched = "proc/" + std::to_string(kServer) + "/sched";
-  const auto seq = [&](int n) {
-    loop.host.write(sched, "vllm (" + std::to_string(kServer) +
-                               ", #threads: 4)\nmm->numa_scan_seq      :      " +
-                               std::to_string(n) + "\nnuma_pages_migrated  :  0\n");
-  };
-  seq(3);
-  loop.steps_until(kT0 + 15 * kSec);
-  EXPECT_EQ(loop.source->starts, 0) << "covered for 15 s of a 10 s cold age";
-  EXPECT_FALSE(loop.describe(false)["targets"][0]["scan_blind"].get<bool>());
-  loop.steps_until(kT0 + 22 * kSec, kT0 + 16 * kSec);
-  EXPECT_EQ(loop.source->starts, 1) << "no pass in 20 s: DAMON watches it";
-  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kServer}) << "that target alone";
-  EXPECT_TRUE(loop.ctl->state().sources[0].started);
-  EXPECT_EQ(loop.ctl->state().sources[0].standby, "");
-  EXPECT_TRUE(loop.describe(false)["targets"][0]["scan_blind"].get<bool>());
-  seq(4);
-  loop.steps_until(kT0 + 25 * kSec, kT0 + 23 * kSec);
-  EXPECT_EQ(loop.source->stops, 2) << "a new pass: it stands by again";
-  EXPECT_FALSE(loop.ctl->state().sources[0].started);
-  EXPECT_THAT(loop.ctl->state().sources[0].standby, HasSubstr("NUMA hint faults"));
-}
-
 TEST(Controller, AHugePageIsPlannedWholeOrNotAtAll) {
   // The first 2 MiB of the pool (the hot MiB and the warm MiB) are one huge
   // page. The residency reader says so, the heat table plans it as one unit

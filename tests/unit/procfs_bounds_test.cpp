@@ -49,19 +49,6 @@ TEST(ProcfsBounds, ThreadsComeFromTheStatusLine) {
   EXPECT_FALSE(parse_status_threads("Threads:\tmany\n"));
 }
 
-// The kernel's NUMA scan passes over a process, from /proc/PID/sched as 6.12 prints it.
-TEST(ProcfsBounds, NumaScanPassesComeFromTheSchedLine) {
-  const std::string sched =
-      "kvsim (188, #threads: 1)\n----------------\nse.exec_start        :        1234.5\n"
-      "mm->numa_scan_seq                            :                    7\n"
-      "numa_pages_migrated                          :                    0\n";
-  EXPECT_EQ(parse_sched_numa_scan_seq(sched), 7U);
-  EXPECT_FALSE(parse_sched_numa_scan_seq("kvsim (188, #threads: 1)\nse.nr_migrations : 3\n"))
-      << "a kernel without NUMA balancing has no such line";
-  EXPECT_FALSE(parse_sched_numa_scan_seq("mm->numa_scan_seq : seven\n"));
-  EXPECT_FALSE(parse_sched_numa_scan_seq("mm->numa_scan_seq 7\n"));
-}
-
 // Lists are expanded id by id: a huge range is refused, not allocated.
 TEST(ProcfsBounds, IdListsAndNumbersAreBounded) {
   auto ids = parse_id_list("0-2000000000", "online");
