@@ -36,6 +36,8 @@ set_tests_properties(unit.demo_lines PROPERTIES LABELS unit)
 # 16 GiB of synthetic KV cache, 3 steps; it fails when the loop's mechanics disagree with the
 # generator (tracked bytes, bytes per node, moves in the steady state).
 add_test(NAME unit.bench_scale_short COMMAND ${PROJECT_SOURCE_DIR}/bench/scale.sh --short)
+# The sanitizer build (scripts/sanitize.sh) builds kvtier_test_programs only: the test needs its program.
+add_dependencies(kvtier_test_programs kvtier_scale_bench)
 set_tests_properties(unit.bench_scale_short PROPERTIES LABELS unit TIMEOUT 300
   ENVIRONMENT KVTIER_BUILD_DIR=${CMAKE_BINARY_DIR})
 
