@@ -398,6 +398,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   std::uint64_t host_bytes = 0;
   for (const auto& n : state_.topology.nodes) host_bytes += n.mem_total_bytes;
   state_.targets.track_vmas(now, host_bytes);
+  update_scan_coverage(now);
   refresh_pinned(state_.targets, deps_.paths, now);
   rec_targets(now);
   return tell_ranges();
@@ -420,6 +421,75 @@ Result<void> Controller::tell_ranges() {
   return {};
 }
 
+namespace {
+
+// The target's CPU rate (CPU seconds per second, all threads) over about the
+// last `window`: from its oldest sample within it, or its oldest of all while
+// it has none that old. nullopt: fewer than two samples a second apart.
+std::optional<double> cpu_rate(const Target& t, TimeNs now, TimeNs window) {
+  const auto& s = t.cpu_samples;
+  if (s.size() < 2) return std::nullopt;
+  auto from = std::ranges::find_if(s, [&](const auto& p) { return now - p.first <= window; });
+  if (from != s.begin()) --from;  // the last one at least `window` old
+  if (std::next(from) == s.end()) --from;
+  const TimeNs wall = s.back().first - from->first;
+  if (wall < policy::kNsPerSec) return std::nullopt;
+  return static_cast<double>(s.back().second - from->second) / static_cast<double>(wall);
+}
+
+}  // namespace
+
+// A target's hint faults see its reads only once the kernel's NUMA scan has
+// unmapped its pages, and the scan runs once per scan period of the process's
+// own CPU time (task_tick_numa): a process that runs 3 ms a second is gone
+// through about once every half minute at a 100 ms period. Where that is less
+// often than once per its group's cold age, the faults' silence says nothing
+// about its reads: it is scan-blind, and the sources that would stand by watch
+// it (start_sources). It sees again below half its cold age (no flapping).
+void Controller::update_scan_coverage(TimeNs now) {
+  const bool faults =
+      state_.any_balancing() && std::ranges::any_of(state_.sources, [](const SourceStatus& s) {
+        return s.started && s.kind == SourceKind::kFault;
+      });
+  // The period the kernel has now (kvtierd's, paced); the kernel's default
+  // minimum where it does not show it.
+  constexpr std::uint64_t kKernelDefaultPeriodMs = 1000;
+  const auto period = static_cast<double>(
+      state_.tiering.scan_period_min_ms.value_or(kKernelDefaultPeriodMs) * 1'000'000);
+  const std::vector<TimeNs> cold_ages = state_.cold_ages();
+  for (auto& [pid, t] : state_.targets.all()) {
+    const TimeNs cold_age = t.group < cold_ages.size() ? cold_ages[t.group] : 0;
+    const auto rate = cold_age > 0 ? cpu_rate(t, now, cold_age) : std::nullopt;
+    if (!rate) continue;  // not known yet: as it was
+    const double interval = *rate > 0 ? period / *rate : 1e18;
+    t.scan_interval = static_cast<TimeNs>(std::min(interval, 1e18));
+    const bool blind = faults && (t.scan_blind ? interval > static_cast<double>(cold_age) / 2
+                                               : interval > static_cast<double>(cold_age));
+    if (blind != t.scan_blind) {
+      constexpr double kHourNs = 3600e9;
+      spdlog::info(
+          "target {} ({}): {:.1f}% of a CPU, so the kernel's NUMA scan goes through it {} "
+          "against a cold age of {:.0f} s{}",
+          pid, t.comm, 100 * *rate,
+          interval < kHourNs ? fmt::format("about every {:.0f} s", interval / 1e9)
+                             : std::string("less than once an hour"),
+          static_cast<double>(cold_age) / 1e9,
+          blind ? ": hint faults miss its reads, DAMON and the dirty scan watch it"
+                : ": hint faults see its reads again");
+    }
+    t.scan_blind = blind;
+  }
+}
+
+// The targets the hint faults do not cover (Target::scan_blind), sorted.
+std::vector<Pid> Controller::scan_blind_pids() const {
+  std::vector<Pid> out;
+  for (const auto& [pid, t] : state_.targets.all()) {
+    if (t.scan_blind) out.push_back(pid);
+  }
+  return out;
+}
+
 // Why a source of `kind` is not needed now (standby_reason), or "" when it is:
 // the started sources, and the kernel's knob as read at the last [tiering]
 // apply; without a tiering handle (replay), the config's.
@@ -436,7 +506,8 @@ std::string Controller::not_needed(SourceKind kind) const {
 // they would (not_needed), and start again when it no longer does. An error
 // stops the step (the daemon logs it); the next step tries again.
 Result<void> Controller::start_sources(bool targets_changed) {
-  const std::vector<Pid> pids = state_.targets.pids();
+  const std::vector<Pid> all_pids = state_.targets.pids();
+  const std::vector<Pid> blind = scan_blind_pids();
   Result<void> result;
   std::vector<std::size_t> order(deps_.sources.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -447,7 +518,10 @@ Result<void> Controller::start_sources(bool targets_changed) {
   for (const std::size_t i : order) {
     HotnessSource& src = *deps_.sources[i].source;
     SourceStatus& status = state_.sources[i];
-    if (std::string why = not_needed(status.kind); !why.empty()) {
+    std::string why = not_needed(status.kind);
+    // Where it would stand by, it still watches what the hint faults miss.
+    const std::vector<Pid>& pids = why.empty() ? all_pids : blind;
+    if (!why.empty() && blind.empty()) {
       if (status.standby.empty()) {
         src.stop();  // also when it never started: what it holds is dropped
         spdlog::info("source {} stands by: {}", src.name(), why);
@@ -457,7 +531,7 @@ Result<void> Controller::start_sources(bool targets_changed) {
       continue;
     }
     status.standby.clear();
-    if (status.started && !targets_changed) continue;
+    if (status.started && !targets_changed && pids == status.pids) continue;
     Result<void> ok;
     if (!status.started) {
       ok = src.start();
@@ -474,7 +548,10 @@ Result<void> Controller::start_sources(bool targets_changed) {
       }
     }
     if (ok) ok = src.set_targets(pids);
-    if (ok) continue;
+    if (ok) {
+      status.pids = pids;
+      continue;
+    }
     status.error = ok.error().message;
     if (result) {
       result = fail(fmt::format("source {}: {}", src.name(), ok.error().message), ok.error().code);

@@ -161,6 +161,8 @@ class Controller {
   void record(TimeNs now, Telemetry& telemetry);
 
   Result<void> start_sources(bool targets_changed);
+  void update_scan_coverage(TimeNs now);
+  [[nodiscard]] std::vector<Pid> scan_blind_pids() const;
   void apply_tiering();
   void pace_scan(TimeNs now);
   void stop_sources();

@@ -33,6 +33,9 @@ struct SourceStatus {
   bool started = false;
   std::string error;    // the last start, set_targets or collect error; "" when none
   std::string standby;  // why it is stopped though it could run (DAMON); "" when not
+  // The pids it was last told to watch: every target's, or, where it would
+  // stand by, only those the NUMA scan does not cover (Target::scan_blind).
+  std::vector<Pid> pids;
 };
 
 // Where the control loop's thread spends its CPU time (its own clock, the
@@ -171,9 +174,11 @@ struct LoopState {
   // faults source, no PMU samples), but the kernel's scan leaves a
   // single-threaded process's pages on the node it runs on mapped
   // (mm/mprotect.c), so reads there cause no hint fault.
+  // A target the scan does not cover is watched by DAMON (start_sources).
   [[nodiscard]] bool dram_reads_unseen(const Target& t) const {
-    return t.threads == 1 && dram_read_evidence(running_sources(), normal_balancing()) ==
-                                 DramReadEvidence::kHintFaults;
+    return t.threads == 1 && !t.scan_blind &&
+           dram_read_evidence(running_sources(), normal_balancing()) ==
+               DramReadEvidence::kHintFaults;
   }
 
   // The kinds of the sources started now.

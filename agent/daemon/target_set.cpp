@@ -15,6 +15,7 @@
 #include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "policy/config.hpp"
+#include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
@@ -67,6 +68,18 @@ TrackedVmas pick_vmas(const std::vector<MapEntry>& maps, std::uint64_t host_byte
     out.vmas.push_back(e.range);
   }
   return out;
+}
+
+// Keeps the CPU time samples of the last kCpuHistory (Target::cpu_samples).
+void note_cpu_time(Target& t, const Result<TimeNs>& cpu, TimeNs now) {
+  constexpr TimeNs kCpuHistory = TimeNs{600} * 1'000'000'000;
+  if (!cpu) return;
+  auto& samples = t.cpu_samples;
+  if (!samples.empty() && (now <= samples.back().first || *cpu < samples.back().second)) return;
+  samples.emplace_back(now, *cpu);
+  while (samples.size() > 2 && now - samples[1].first >= kCpuHistory) {
+    samples.erase(samples.begin());
+  }
 }
 
 }  // namespace
@@ -159,6 +172,7 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
     auto m = read_maps(paths_, pid);
     if (!m) continue;  // gone: discover() drops it next step
     t.threads = read_thread_count(paths_, pid).value_or(0);
+    note_cpu_time(t, read_cpu_time(paths_, pid), now);
     maps.emplace(pid, std::move(*m));
   }
   pools_->update(maps, kMinVmaBytes);

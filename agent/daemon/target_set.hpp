@@ -31,6 +31,17 @@ struct Target {
   // scan never unmaps a single-threaded process's pages on the node it runs
   // on, so its reads there cause no hint faults.
   std::uint32_t threads = 0;
+  // Its CPU time (all threads, /proc/PID/stat) at the last steps, oldest
+  // first, (when read, CPU time) pairs: the kernel's NUMA scan runs once per
+  // scan period of the process's own CPU time, so a process that runs little
+  // has its pages unmapped, and its reads seen by hint faults, seldom.
+  std::vector<std::pair<TimeNs, TimeNs>> cpu_samples;
+  // How often the scan goes through it at that CPU rate (0: not known yet),
+  // and whether that is less often than once per its group's cold age
+  // (Controller::update_scan_coverage): then hint faults do not see its reads,
+  // so DAMON and the dirty scan watch it even where they would stand by.
+  TimeNs scan_interval = 0;
+  bool scan_blind = false;
   std::vector<AddrRange> vmas;  // tracked mappings (anonymous, and the pools it owns), sorted
   // Its mappings of shared pools another mapping tracks (SharedPools::borrowed):
   // the sources watch them, their heat is the owner's.

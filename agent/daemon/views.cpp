@@ -64,6 +64,7 @@ json sources_json(const LoopState& s) {
                    {"reason", src.reason},
                    {"started", src.started},
                    {"standby", src.standby},
+                   {"pids", src.pids},
                    {"error", src.error}});
   }
   return out;
@@ -127,6 +128,8 @@ json target_json(const LoopState& s, const Target& t, TimeNs now) {
           {"comm", t.comm},
           {"threads", t.threads},
           {"dram_reads_unseen", s.dram_reads_unseen(t)},
+          {"scan_blind", t.scan_blind},
+          {"scan_interval_s", static_cast<double>(t.scan_interval) / 1e9},
           {"group", s.config.config.groups[t.group].name},
           {"tracked_bytes", t.heat->tracked_bytes()},
           {"resident_bytes", resident},
@@ -212,6 +215,17 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
         "their last fault or write, and the cold-age pass waits twice cold_age for them while "
         "DRAM has room to spare",
         pid, t.comm));
+  }
+  for (const auto& [pid, t] : s.targets.all()) {
+    if (!t.scan_blind) continue;
+    out.push_back(fmt::format(
+        "target {} ({}): the kernel's NUMA scan goes through it {} (it runs little, and is "
+        "scanned per its own CPU time), so hint faults miss its reads: DAMON and the dirty scan "
+        "watch it",
+        pid, t.comm,
+        t.scan_interval < TimeNs{3600} * 1'000'000'000
+            ? fmt::format("about every {:.0f} s", static_cast<double>(t.scan_interval) / 1e9)
+            : std::string("less than once an hour")));
   }
   for (const auto& [node, lost] : s.lost_targets) {
     out.push_back(fmt::format(

@@ -1,6 +1,9 @@
 #include "agent/host/procfs.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -53,6 +56,24 @@ bool parse_dev(std::string_view s, std::uint32_t& major, std::uint32_t& minor) {
   major = static_cast<std::uint32_t>(ma);
   minor = static_cast<std::uint32_t>(mi);
   return true;
+}
+
+// The value of the first "KEY: VALUE" line of a /proc file (/proc/PID/status,
+// /proc/PID/sched: blanks around the colon), trimmed; nullopt without one.
+std::optional<std::string_view> field_value(std::string_view text, std::string_view key) {
+  constexpr std::string_view kBlank = " \t\r";
+  while (!text.empty()) {
+    std::string_view line = take_line(text);
+    if (!line.starts_with(key)) continue;
+    line.remove_prefix(key.size());
+    line.remove_prefix(std::min(line.find_first_not_of(kBlank), line.size()));
+    if (!line.starts_with(':')) continue;
+    line.remove_prefix(1);
+    line.remove_prefix(std::min(line.find_first_not_of(kBlank), line.size()));
+    line.remove_suffix(line.size() - std::min(line.find_last_not_of(kBlank) + 1, line.size()));
+    return line;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -116,17 +137,11 @@ Result<std::string> read_cgroup(const HostPaths& paths, Pid pid) {
 }
 
 std::optional<std::uint32_t> parse_status_threads(std::string_view text) {
-  constexpr std::string_view kKey = "Threads:";
-  while (!text.empty()) {
-    std::string_view line = take_line(text);
-    if (!line.starts_with(kKey)) continue;
-    line.remove_prefix(kKey.size());
-    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-    auto n = parse_u64(line, "Threads");
-    if (!n || *n == 0 || *n > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
-    return static_cast<std::uint32_t>(*n);
-  }
-  return std::nullopt;
+  auto value = field_value(text, "Threads");
+  if (!value) return std::nullopt;
+  auto n = parse_u64(*value, "Threads");
+  if (!n || *n == 0 || *n > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  return static_cast<std::uint32_t>(*n);
 }
 
 Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid) {
@@ -135,6 +150,38 @@ Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid) {
   if (!text) return std::unexpected(gone_or(text.error(), pid));
   if (auto n = parse_status_threads(*text)) return *n;
   return fail(fmt::format("{}: no 'Threads:' line", file.string()));
+}
+
+std::optional<std::uint64_t> parse_stat_cpu_ticks(std::string_view text) {
+  const auto paren = text.rfind(')');
+  if (paren == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(paren + 1);
+  // After "comm)": state (field 3) ... utime (14) stime (15).
+  constexpr int kUtime = 14 - 3;
+  std::uint64_t ticks = 0;
+  for (int field = 0; field <= kUtime + 1; ++field) {
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    const std::string_view value = rest.substr(0, rest.find(' '));
+    if (value.empty()) return std::nullopt;
+    if (field >= kUtime) {
+      auto n = parse_u64(value, "stat");
+      if (!n) return std::nullopt;
+      ticks += *n;
+    }
+    rest.remove_prefix(value.size());
+  }
+  return ticks;
+}
+
+Result<TimeNs> read_cpu_time(const HostPaths& paths, Pid pid) {
+  const fs::path file = paths.proc / std::to_string(pid) / "stat";
+  auto text = read_text(file);
+  if (!text) return std::unexpected(gone_or(text.error(), pid));
+  auto ticks = parse_stat_cpu_ticks(*text);
+  if (!ticks) return fail(fmt::format("{}: no utime and stime fields", file.string()));
+  static const long kTicksPerSec = sysconf(_SC_CLK_TCK);
+  return static_cast<TimeNs>(
+      *ticks * (1'000'000'000 / static_cast<std::uint64_t>(kTicksPerSec > 0 ? kTicksPerSec : 100)));
 }
 
 Result<std::vector<MapEntry>> read_maps(const HostPaths& paths, Pid pid) {

@@ -41,6 +41,13 @@ std::optional<std::uint32_t> parse_status_threads(std::string_view text);
 // the file when its status has no Threads line.
 Result<std::uint32_t> read_thread_count(const HostPaths& paths, Pid pid);
 
+// The process's CPU time, all its threads, user and system, in clock ticks:
+// utime + stime from the text of /proc/PID/stat.
+std::optional<std::uint64_t> parse_stat_cpu_ticks(std::string_view text);
+// The same for a live process, in nanoseconds (at the clock tick's 10 ms
+// resolution): ESRCH when it is gone, an error naming the file otherwise.
+Result<TimeNs> read_cpu_time(const HostPaths& paths, Pid pid);
+
 struct MapEntry {
   AddrRange range;
   std::string perms;  // "rw-p"

@@ -784,6 +784,41 @@ TEST(Controller, DamonStandsByWhileHintFaultsSeeDram) {
   EXPECT_EQ(loop.collects, 2);
 }
 
+// The kernel's NUMA scan runs once per scan period of a process's own CPU time
+// (/proc/PID/stat's utime + stime): a target that runs 0.1% of a CPU is gone
+// through less often than once per its 10 s cold age, so hint faults miss its
+// reads. DAMON, standing by for the others, starts for it alone, and stands by
+// again once the target runs enough to be scanned within half its cold age.
+TEST(Controller, DamonWatchesATargetTheNumaScanDoesNotCover) {
+  Loop loop(pool_region_in_use, true, SourceKind::kDamon, kConfig, false,
+            std::pair{SourceKind::kFault, ScriptedSource::Script(hot_and_warm)});
+  const std::string stat = "proc/" + std::to_string(kServer) + "/stat";
+  std::uint64_t ticks = 0;  // clock ticks of 10 ms
+  const auto run = [&](TimeNs from, TimeNs last, std::uint64_t ticks_a_sec) {
+    for (TimeNs t = from; t <= last; t += kSec) {
+      ticks += ticks_a_sec;
+      loop.host.write(stat, std::to_string(kServer) + " (vllm) S 1 1 1 0 -1 4194560 10 0 0 0 " +
+                                std::to_string(ticks) + " 0 0 0 20 0 4 0 100 0 0\n");
+      loop.step(t);
+    }
+  };
+  run(kT0, kT0 + 4 * kSec, 100);
+  EXPECT_EQ(loop.source->starts, 0) << "a whole CPU: scanned every period";
+  EXPECT_FALSE(loop.describe(false)["targets"][0]["scan_blind"].get<bool>());
+  run(kT0 + 5 * kSec, kT0 + 30 * kSec, 0);
+  EXPECT_EQ(loop.source->starts, 1) << "no CPU for a cold age: DAMON watches it";
+  EXPECT_EQ(loop.source->targets, std::vector<Pid>{kServer}) << "that target alone";
+  EXPECT_TRUE(loop.ctl->state().sources[0].started);
+  EXPECT_EQ(loop.ctl->state().sources[0].standby, "");
+  const auto target = loop.describe(false)["targets"][0];
+  EXPECT_TRUE(target["scan_blind"].get<bool>());
+  EXPECT_GT(target["scan_interval_s"].get<double>(), 10.0);
+  run(kT0 + 31 * kSec, kT0 + 50 * kSec, 100);
+  EXPECT_EQ(loop.source->stops, 2) << "scanned again: it stands by again";
+  EXPECT_FALSE(loop.ctl->state().sources[0].started);
+  EXPECT_THAT(loop.ctl->state().sources[0].standby, HasSubstr("NUMA hint faults"));
+}
+
 TEST(Controller, AHugePageIsPlannedWholeOrNotAtAll) {
   // The first 2 MiB of the pool (the hot MiB and the warm MiB) are one huge
   // page. The residency reader says so, the heat table plans it as one unit

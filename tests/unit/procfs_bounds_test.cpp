@@ -49,6 +49,19 @@ TEST(ProcfsBounds, ThreadsComeFromTheStatusLine) {
   EXPECT_FALSE(parse_status_threads("Threads:\tmany\n"));
 }
 
+// A process's CPU time (utime + stime, all threads) from /proc/PID/stat; the
+// command name may hold blanks and parentheses, so fields count from the last ')'.
+TEST(ProcfsBounds, CpuTicksComeFromTheStatLine) {
+  EXPECT_EQ(parse_stat_cpu_ticks("188 (kv sim) R 1 188 188 0 -1 4194560 4245 0 0 0 116 23 0 0 20 0 "
+                                 "1 0 5000 300000000 65000\n"),
+            139U);
+  EXPECT_EQ(parse_stat_cpu_ticks("9 (a) b)) S 1 9 9 0 -1 0 0 0 0 0 7 5 0 0 20 0 1 0 1"), 12U);
+  EXPECT_FALSE(parse_stat_cpu_ticks("188 (kvsim) R 1 188 188 0 -1 4194560 4245 0 0 0"))
+      << "cut short before utime";
+  EXPECT_FALSE(parse_stat_cpu_ticks("188 (kvsim) R 1 188 188 0 -1 0 0 0 0 0 x 3 0"));
+  EXPECT_FALSE(parse_stat_cpu_ticks("no parenthesis at all"));
+}
+
 // Lists are expanded id by id: a huge range is refused, not allocated.
 TEST(ProcfsBounds, IdListsAndNumbersAreBounded) {
   auto ids = parse_id_list("0-2000000000", "online");
