@@ -1,6 +1,6 @@
 // kvtierd: keeps the hot part of the KV cache in DRAM and moves the cold part
 // to CXL memory. This file turns flags and the config into a running Daemon;
-// the loop's work (agent/daemon/controller.hpp) is plugged in through
+// the loop's work (agent/loop/controller.hpp) is plugged in through
 // DaemonHooks, its views through register_view_commands().
 //
 // Exit status: 0 stopped cleanly, 1 failed while running, 2 bad usage,
@@ -28,15 +28,10 @@
 
 #include "agent/daemon/capabilities.hpp"
 #include "agent/daemon/control_server.hpp"
-#include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/logging.hpp"
-#include "agent/daemon/recording.hpp"
-#include "agent/daemon/shared_pools.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/daemon/view_commands.hpp"
-#include "agent/daemon/views.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/damon_sysfs.hpp"
 #include "agent/host/host_paths.hpp"
@@ -46,15 +41,21 @@
 #include "agent/host/residency.hpp"
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/controller.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/shared_pools.hpp"
+#include "agent/loop/views.hpp"
 #include "agent/movers/dry_run_mover.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/damon_source.hpp"
 #include "agent/sources/process_watcher.hpp"
 #include "agent/sources/source_registry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/topology.hpp"
+#include "policy/types.hpp"
 
 namespace {
 
@@ -285,7 +286,7 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
     return kvtier::fail(caps.error().message, kExitCapability);
   }
   // A shared pool's pages that its owner never touched are found, and moved,
-  // through the pool's other mappings (agent/daemon/shared_pools.hpp).
+  // through the pool's other mappings (agent/loop/shared_pools.hpp).
   auto pools = std::make_shared<agent::SharedPools>();
   const agent::MovePagesFn move_pages = agent::through_sharers(agent::system_move_pages(), pools);
   agent::ControllerDeps deps{
@@ -375,11 +376,11 @@ int serve(const Options& opt, const agent::HostPaths& paths,
           const std::shared_ptr<agent::ProcessWatcher>& watcher,
           const agent::DaemonSettings& settings) {
   agent::DaemonHooks hooks;
-  hooks.step = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
-    return controller->step(ctx, t);
+  hooks.step = [controller](kvtier::TimeNs now, bool paused, agent::Telemetry& t) {
+    return controller->step(agent::StepContext{.now = now, .paused = paused}, t);
   };
-  hooks.promote = [controller](const agent::StepContext& ctx, agent::Telemetry& t) {
-    return controller->promote_step(ctx, t);
+  hooks.promote = [controller](kvtier::TimeNs now, agent::Telemetry& t) {
+    return controller->promote_step(agent::StepContext{.now = now}, t);
   };
   hooks.wake_fd = [controller] { return controller->wake_fd(); };
   hooks.describe = [controller](bool full) {

@@ -20,4 +20,4 @@ target_link_libraries(host_bench PRIVATE agent_host benchmark::benchmark kvtier_
 # run on this host (bench/scale.sh, docs/benchmarks.md#scale).
 find_package(CLI11 REQUIRED)
 add_executable(kvtier_scale_bench ${CMAKE_CURRENT_SOURCE_DIR}/scale_bench.cpp)
-target_link_libraries(kvtier_scale_bench PRIVATE agent_controller CLI11::CLI11 kvtier_warnings)
+target_link_libraries(kvtier_scale_bench PRIVATE agent_loop CLI11::CLI11 kvtier_warnings)

@@ -16,7 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 #include "agent/replay/replay.hpp"
 #include "policy/config.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <variant>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 
 int main(int argc, char** argv) {
   using namespace kvtier::agent;

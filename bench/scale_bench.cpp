@@ -61,18 +61,18 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/controller.hpp"
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/move_pages_call.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/controller.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/source_registry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
 #include "policy/planner.hpp"

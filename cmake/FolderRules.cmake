@@ -1,6 +1,7 @@
 # The folder include rule (docs/architecture.md): which first-party folders the
 # files of a folder may include, along the data flow sources -> heat -> plan ->
-# move -> telemetry. kvtier_check_folder_rules() runs at the end of
+# move -> telemetry; the shell (agent/daemon) drives the loop (agent/loop), never
+# the other way. kvtier_check_folder_rules() runs at the end of
 # configuration and fails it when a file breaks the rule, as
 # kvtier_check_policy_purity() does for policy's links and system headers.
 # Folders not listed (agent/'s two programs, bench/, tests/) may include anything.
@@ -9,9 +10,11 @@ set(KVTIER_FOLDER_RULES
   "agent/host: policy agent/host"
   "agent/sources: policy agent/host agent/sources bpf"
   "agent/movers: policy agent/host agent/movers"
-  "agent/daemon: policy agent/host agent/sources agent/movers agent/daemon"
-  "agent/replay: policy agent/host agent/sources agent/movers agent/daemon agent/replay"
-  "agent/ctl: policy agent/host agent/sources agent/daemon agent/replay agent/ctl")
+  "agent/telemetry: policy agent/telemetry"
+  "agent/loop: policy agent/host agent/sources agent/movers agent/telemetry agent/loop"
+  "agent/daemon: policy agent/host agent/telemetry agent/loop agent/daemon"
+  "agent/replay: policy agent/host agent/sources agent/movers agent/telemetry agent/loop agent/replay"
+  "agent/ctl: policy agent/host agent/sources agent/loop agent/daemon agent/replay agent/ctl")
 
 function(kvtier_check_folder_rules)
   foreach(rule IN LISTS KVTIER_FOLDER_RULES)

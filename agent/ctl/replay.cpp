@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "agent/ctl/command.hpp"
-#include "agent/daemon/recording.hpp"
 #include "agent/host/sysfs.hpp"
+#include "agent/loop/recording.hpp"
 #include "agent/replay/replay.hpp"
 #include "agent/replay/truth.hpp"
 #include "policy/config.hpp"

@@ -19,8 +19,8 @@
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/event_loop.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
@@ -281,7 +281,7 @@ void Daemon::step_now() {
   Result<void> result;
   if (hooks_.step) {
     try {
-      result = hooks_.step(StepContext{.now = now, .paused = paused_}, telemetry_);
+      result = hooks_.step(now, paused_, telemetry_);
     } catch (const std::exception& e) {
       result = fail(fmt::format("step threw: {}", e.what()));
     }
@@ -374,7 +374,7 @@ void Daemon::on_wake() {
 void Daemon::promote_now() {
   if (paused_) return;
   try {
-    if (auto r = hooks_.promote(StepContext{.now = monotonic_now()}, telemetry_); !r) {
+    if (auto r = hooks_.promote(monotonic_now(), telemetry_); !r) {
       spdlog::debug("promotion tick: {}", r.error().message);
     }
   } catch (const std::exception& e) {

@@ -18,26 +18,22 @@
 #include "agent/daemon/event_loop.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
 #include "agent/daemon/sd_notify.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
 
-struct StepContext {
-  TimeNs now = 0;  // CLOCK_MONOTONIC
-  // Paused by an operator: observe (collect heat, plan) but move nothing.
-  bool paused = false;
-};
-
 struct DaemonHooks {
-  // One control-loop iteration. An error is logged (once per distinct
-  // message) and counted; the loop goes on at the next interval.
-  std::function<Result<void>(const StepContext&, Telemetry&)> step;
+  // One control-loop iteration at `now` (CLOCK_MONOTONIC); `paused`: paused by
+  // an operator, observe (collect heat, plan) but move nothing. An error is
+  // logged (once per distinct message) and counted; the loop goes on at the
+  // next interval.
+  std::function<Result<void>(TimeNs now, bool paused, Telemetry&)> step;
   // Between steps, every DaemonSettings::promote_interval (when set): promote
   // what was accessed on a slow node. Optional.
-  std::function<Result<void>(const StepContext&, Telemetry&)> promote;
+  std::function<Result<void>(TimeNs now, Telemetry&)> promote;
   // A file descriptor that turns readable when memory kvtier demoted is touched
   // (the faults source's return watch), or -1: the promotion tick then runs
   // DaemonSettings::promote_wake after it, not at its next interval. Asked

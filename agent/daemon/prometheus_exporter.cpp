@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/telemetry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/error.hpp"
 
 namespace kvtier::agent {

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/daemon/telemetry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/error.hpp"
 
 namespace prometheus {

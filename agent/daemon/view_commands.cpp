@@ -11,11 +11,11 @@
 
 #include "agent/daemon/control_protocol.hpp"
 #include "agent/daemon/control_server.hpp"
-#include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
-#include "agent/daemon/recording.hpp"
-#include "agent/daemon/views.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/loop/controller.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/views.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

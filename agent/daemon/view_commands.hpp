@@ -4,9 +4,9 @@
 
 #include <memory>
 
-#include "agent/daemon/controller.hpp"
 #include "agent/daemon/daemon.hpp"
 #include "agent/host/clock.hpp"
+#include "agent/loop/controller.hpp"
 
 namespace kvtier::agent {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Replay: a recording (agent/daemon/recording.hpp) fed back through the same
+// Replay: a recording (agent/loop/recording.hpp) fed back through the same
 // Controller and planner with another configuration. No root, no guest: the
 // recorded topology, targets, source batches and residency answers stand in
 // for the host, and a simulated page table stands in for the kernel's.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 #include "agent/replay/truth.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"

@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {

@@ -20,7 +20,7 @@
 #include <map>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {

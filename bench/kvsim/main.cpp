@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 #include "bench/kvsim/ground_truth.hpp"
 #include "bench/kvsim/kv_pool.hpp"
 #include "bench/kvsim/live_truth.hpp"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every PromQL expression in deploy/grafana's dashboards parses (promtool, Debian's prometheus
 package, checks them as recording rules) and names only series kvtierd exports: the families
-agent/daemon declares (a histogram's _bucket, _sum, _count), the recording rules of
+agent/ declares (a histogram's _bucket, _sum, _count), the recording rules of
 deploy/prometheus, and Prometheus' own `up`.
 
 Grafana's variables are replaced before parsing: $__rate_interval and $__interval by 5m,
@@ -65,7 +65,7 @@ def names_in(expr):
 
 def exported_names(src):
     names = {"up"}
-    for path in glob.glob(os.path.join(src, "agent/daemon/*.cpp")):
+    for path in glob.glob(os.path.join(src, "agent/*/*.cpp")):
         text = open(path).read()
         for m in re.finditer(r'describe\(\s*"(kvtier_\w+)",\s*MetricKind::k(\w+)', text):
             name, kind = m.groups()
@@ -90,7 +90,7 @@ def promtool_parses(exprs, tmp):
 def main():
     src = sys.argv[1]
     known = exported_names(src)
-    assert len(known) > 20, f"found only {sorted(known)} in agent/daemon: the pattern is stale"
+    assert len(known) > 20, f"found only {sorted(known)} in agent/: the pattern is stale"
     failures = []
     dashboards = sorted(glob.glob(os.path.join(src, "deploy/grafana/*.json")))
     if not dashboards:

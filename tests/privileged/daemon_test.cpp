@@ -309,16 +309,22 @@ TEST(ControlSocket, ClientThatNeverReadsDoesNotStallTheLoop) {
 
 // ---- the Daemon shell --------------------------------------------------
 
+// What the shell handed one step.
+struct SeenStep {
+  TimeNs now = 0;
+  bool paused = false;
+};
+
 struct StepLog {
-  std::vector<StepContext> steps;
+  std::vector<SeenStep> steps;
   int shutdowns = 0;
   Result<DaemonSettings> next_reload = fail("no reload prepared");
 };
 
 DaemonHooks recording_hooks(const std::shared_ptr<StepLog>& log) {
   return DaemonHooks{
-      .step = [log](const StepContext& ctx, Telemetry& t) -> Result<void> {
-        log->steps.push_back(ctx);
+      .step = [log](TimeNs now, bool paused, Telemetry& t) -> Result<void> {
+        log->steps.push_back(SeenStep{.now = now, .paused = paused});
         t.record_source_batch("fake", 10, 2);
         return {};
       },
@@ -414,7 +420,7 @@ TEST(Daemon, AWakeFdRunsThePromotionTickSoonOnceABurst) {
   int ticks = 0;
   std::vector<std::chrono::steady_clock::time_point> at;
   DaemonHooks hooks = recording_hooks(log);
-  hooks.promote = [&](const StepContext&, Telemetry&) -> Result<void> {
+  hooks.promote = [&](TimeNs, Telemetry&) -> Result<void> {
     ++ticks;
     at.push_back(std::chrono::steady_clock::now());
     char buf[64];
@@ -545,7 +551,7 @@ TEST(Daemon, SigtermStopsCleanlyAndRemovesTheSocket) {
 TEST(Daemon, StepErrorsAreCountedAndTheLoopGoesOn) {
   Fixture dir;
   int calls = 0;
-  DaemonHooks hooks{.step = [&](const StepContext&, Telemetry&) -> Result<void> {
+  DaemonHooks hooks{.step = [&](TimeNs, bool, Telemetry&) -> Result<void> {
     ++calls;
     if (calls <= 3) return fail("pid 4242 exited");
     return {};

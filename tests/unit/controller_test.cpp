@@ -3,7 +3,7 @@
 // scripted hotness source, a scripted page-node query and a recording mover.
 // The same loop runs for real in tests/vm/daemon_demotes.sh.
 
-#include "agent/daemon/controller.hpp"
+#include "agent/loop/controller.hpp"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -21,11 +21,11 @@
 #include <variant>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
-#include "agent/daemon/telemetry.hpp"
-#include "agent/daemon/views.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/views.hpp"
 #include "agent/replay/replay.hpp"
 #include "agent/sources/return_watch.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "fixture.hpp"
 #include "policy/config.hpp"
 

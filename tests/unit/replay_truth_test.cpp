@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 
 namespace kvtier::agent {
 namespace {

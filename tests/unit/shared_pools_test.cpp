@@ -3,7 +3,7 @@
 // Over /proc/PID/maps files in a fixture tree; the same runs for real in
 // tests/vm/shared_pool.sh.
 
-#include "agent/daemon/shared_pools.hpp"
+#include "agent/loop/shared_pools.hpp"
 
 #include <gtest/gtest.h>
 

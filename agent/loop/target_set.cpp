@@ -1,4 +1,4 @@
-#include "agent/daemon/target_set.hpp"
+#include "agent/loop/target_set.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/shared_pools.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
+#include "agent/loop/shared_pools.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"

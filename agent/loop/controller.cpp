@@ -1,4 +1,4 @@
-#include "agent/daemon/controller.hpp"
+#include "agent/loop/controller.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -14,15 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/daemon.hpp"
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/pinned_tracker.hpp"
-#include "agent/daemon/recording.hpp"
-#include "agent/daemon/shared_pools.hpp"
-#include "agent/daemon/target_set.hpp"
-#include "agent/daemon/telemetry.hpp"
-#include "agent/daemon/topology_watch.hpp"
-#include "agent/daemon/views.hpp"
 #include "agent/host/availability.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/numa_tiering.hpp"
@@ -30,10 +21,18 @@
 #include "agent/host/residency.hpp"
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/loop/pinned_tracker.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/shared_pools.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/loop/topology_watch.hpp"
+#include "agent/loop/views.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"

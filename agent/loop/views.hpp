@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/daemon/loop_state.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "policy/error.hpp"
 #include "policy/types.hpp"
 

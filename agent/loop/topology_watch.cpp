@@ -1,9 +1,9 @@
-#include "agent/daemon/topology_watch.hpp"
+#include "agent/loop/topology_watch.hpp"
 
 #include <spdlog/spdlog.h>
 
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/telemetry.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 

@@ -7,8 +7,8 @@
 // gets nothing from the step that reads it so, and one onlined again gets pages
 // from the step that reads it back.
 
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/telemetry.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 

@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/daemon/shared_pools.hpp"
 #include "agent/host/host_paths.hpp"
+#include "agent/loop/shared_pools.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
 #include "policy/pinned.hpp"
@@ -63,7 +63,7 @@ struct Target {
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
   bool said_reservations = false;  // logged once that mappings were not tracked
-  // Long-term pinned memory (agent/daemon/pinned_tracker.hpp): the ranges the
+  // Long-term pinned memory (agent/loop/pinned_tracker.hpp): the ranges the
   // planner leaves out, VmPin at the last read, when that was, and the
   // mappings then (a change forgets the mover's refusals).
   policy::PinnedMap pinned;

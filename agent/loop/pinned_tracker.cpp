@@ -1,4 +1,4 @@
-#include "agent/daemon/pinned_tracker.hpp"
+#include "agent/loop/pinned_tracker.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/target_set.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/pinned_memory.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
 #include "policy/types.hpp"
 

@@ -1,4 +1,4 @@
-#include "agent/daemon/telemetry.hpp"
+#include "agent/telemetry/telemetry.hpp"
 
 #include <fmt/format.h>
 

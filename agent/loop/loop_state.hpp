@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/target_set.hpp"
 #include "agent/host/numa_tiering.hpp"
+#include "agent/loop/target_set.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "policy/cold_age_tuner.hpp"

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "agent/daemon/target_set.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
 #include "policy/types.hpp"
 

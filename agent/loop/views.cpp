@@ -1,4 +1,4 @@
-#include "agent/daemon/views.hpp"
+#include "agent/loop/views.hpp"
 
 #include <fmt/format.h>
 
@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/pinned_tracker.hpp"
-#include "agent/daemon/target_set.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/loop/pinned_tracker.hpp"
+#include "agent/loop/target_set.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"

@@ -19,18 +19,17 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/daemon/daemon.hpp"
-#include "agent/daemon/loop_state.hpp"
-#include "agent/daemon/recording.hpp"
-#include "agent/daemon/shared_pools.hpp"
-#include "agent/daemon/telemetry.hpp"
 #include "agent/host/host_paths.hpp"
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/shared_pools.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
@@ -38,6 +37,14 @@
 #include "policy/rules.hpp"
 
 namespace kvtier::agent {
+
+// What one step is told: kvtierd builds it from the shell's DaemonHooks::step
+// and ::promote arguments, so the loop does not include the shell.
+struct StepContext {
+  TimeNs now = 0;  // CLOCK_MONOTONIC
+  // Paused by an operator: observe (collect heat, plan) but move nothing.
+  bool paused = false;
+};
 
 // A hotness source the loop runs, known by its kind().
 struct LoopSource {

@@ -1,4 +1,4 @@
-#include "agent/daemon/shared_pools.hpp"
+#include "agent/loop/shared_pools.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "agent/daemon/recording.hpp"
+#include "agent/loop/recording.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
