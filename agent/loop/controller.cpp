@@ -473,7 +473,7 @@ void Controller::update_scan_coverage(TimeNs now) {
           interval < kHourNs ? fmt::format("about every {:.0f} s", interval / 1e9)
                              : std::string("less than once an hour"),
           static_cast<double>(cold_age) / 1e9,
-          blind ? ": hint faults miss its reads, DAMON watches it"
+          blind ? ": hint faults miss its reads, DAMON and the dirty scan watch it"
                 : ": hint faults see its reads again");
     }
     t.scan_blind = blind;
@@ -506,11 +506,7 @@ std::string Controller::not_needed(SourceKind kind) const {
 // stops the step (the daemon logs it); the next step tries again.
 Result<void> Controller::start_sources(bool targets_changed) {
   const std::vector<Pid> all_pids = state_.targets.pids();
-  // DAMON watches what the hint faults miss: it samples accessed bits from its
-  // own thread, so the target pays nothing for it. The dirty scan would make
-  // each of the target's writes fault once a scan, as many as it writes when it
-  // runs flat out (its scan paced long): it stands by as for the others.
-  const std::vector<Pid> scan_blind = scan_blind_pids();
+  const std::vector<Pid> blind = scan_blind_pids();
   Result<void> result;
   std::vector<std::size_t> order(deps_.sources.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -523,8 +519,6 @@ Result<void> Controller::start_sources(bool targets_changed) {
     SourceStatus& status = state_.sources[i];
     std::string why = not_needed(status.kind);
     // Where it would stand by, it still watches what the hint faults miss.
-    const std::vector<Pid> blind =
-        status.kind == SourceKind::kDamon ? scan_blind : std::vector<Pid>{};
     const std::vector<Pid>& pids = why.empty() ? all_pids : blind;
     if (!why.empty() && blind.empty()) {
       if (status.standby.empty()) {

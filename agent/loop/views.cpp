@@ -220,7 +220,8 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
     if (!t.scan_blind) continue;
     out.push_back(fmt::format(
         "target {} ({}): the kernel's NUMA scan goes through it {} (it runs little, and is "
-        "scanned per its own CPU time), so hint faults miss its reads: DAMON watches it",
+        "scanned per its own CPU time), so hint faults miss its reads: DAMON and the dirty scan "
+        "watch it",
         pid, t.comm,
         t.scan_interval < TimeNs{3600} * 1'000'000'000
             ? fmt::format("about every {:.0f} s", static_cast<double>(t.scan_interval) / 1e9)

@@ -819,21 +819,6 @@ TEST(Controller, DamonWatchesATargetTheNumaScanDoesNotCover) {
   EXPECT_THAT(loop.ctl->state().sources[0].standby, HasSubstr("NUMA hint faults"));
 }
 
-// The dirty scan would make each of a blind target's writes fault once a scan
-// (as many as it writes when it runs flat out): it stands by, DAMON alone watches.
-TEST(Controller, TheDirtyScanStandsByForATargetTheNumaScanDoesNotCover) {
-  Loop loop(pool_region_in_use, true, SourceKind::kSoftDirty, kConfig, false,
-            std::pair{SourceKind::kFault, ScriptedSource::Script(hot_and_warm)});
-  const std::string stat = "proc/" + std::to_string(kServer) + "/stat";
-  loop.host.write(
-      stat, std::to_string(kServer) + " (vllm) S 1 1 1 0 -1 0 10 0 0 0 5 0 0 0 20 0 4 0 100 0 0\n");
-  loop.steps_until(kT0 + 30 * kSec);
-  EXPECT_TRUE(loop.describe(false)["targets"][0]["scan_blind"].get<bool>());
-  EXPECT_EQ(loop.source->starts, 0) << "the dirty scan stands by";
-  EXPECT_FALSE(loop.ctl->state().sources[0].started);
-  EXPECT_THAT(loop.ctl->state().sources[0].standby, HasSubstr("NUMA hint faults"));
-}
-
 TEST(Controller, AHugePageIsPlannedWholeOrNotAtAll) {
   // The first 2 MiB of the pool (the hot MiB and the warm MiB) are one huge
   // page. The residency reader says so, the heat table plans it as one unit
