@@ -450,11 +450,14 @@ void Controller::update_scan_coverage(TimeNs now) {
       state_.any_balancing() && std::ranges::any_of(state_.sources, [](const SourceStatus& s) {
         return s.started && s.kind == SourceKind::kFault;
       });
-  // The period the kernel has now (kvtierd's, paced); the kernel's default
-  // minimum where it does not show it.
+  // The configured period, not the one max_hint_faults_per_sec paced longer:
+  // a target scanned less because its hint faults are too many is not blind
+  // to them, and the dirty scan's write faults would undo the pacing. With
+  // "keep", the kernel's minimum now (its default where it does not show it).
   constexpr std::uint64_t kKernelDefaultPeriodMs = 1000;
-  const auto period = static_cast<double>(
-      state_.tiering.scan_period_min_ms.value_or(kKernelDefaultPeriodMs) * 1'000'000);
+  const auto period = static_cast<double>(state_.config.config.tiering.scan_period_min.value_or(
+      static_cast<TimeNs>(state_.tiering.scan_period_min_ms.value_or(kKernelDefaultPeriodMs)) *
+      1'000'000));
   const std::vector<TimeNs> cold_ages = state_.cold_ages();
   for (auto& [pid, t] : state_.targets.all()) {
     const TimeNs cold_age = t.group < cold_ages.size() ? cold_ages[t.group] : 0;
