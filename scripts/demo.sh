@@ -11,7 +11,18 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 export KVTIER_BUILD_DIR=${KVTIER_BUILD_DIR:-$top/build}
 
-"$top/scripts/setup.sh"
+# The packages, then only what the demo runs (target kvtier_demo_programs: kvtierd, kvtierctl,
+# kvsim and the residency probe; no tests, no other benchmarks), while the guest kernel downloads
+# beside the build (scripts/vm/kernel.sh; cached in the build dir, as scripts/vm/run wants it).
+"$top/scripts/setup.sh" --no-build
+mkdir -p "$KVTIER_BUILD_DIR"
+"$top/scripts/vm/kernel.sh" >"$KVTIER_BUILD_DIR/demo-kernel.log" 2>&1 &
+kernel=$!
+start=$SECONDS
+"$top/scripts/setup.sh" --target kvtier_demo_programs
+built=$((SECONDS - start))
+wait "$kernel" || { echo "demo: the guest kernel could not be fetched:" >&2; cat "$KVTIER_BUILD_DIR/demo-kernel.log" >&2; exit 1; }
+echo "demo: build ${built} s; the guest kernel ready $((SECONDS - start)) s after the build started"
 echo
 echo "demo: booting the tiered-memory guest (QEMU TCG) and running kvsim, the KV-cache"
 echo "demo: simulator, on the Mooncake trace at real time while kvtierd moves its cold KV"

@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Installs every Debian package kvtier needs (skipped when all are present),
 # then configures and builds into ${KVTIER_BUILD_DIR:-build}.
-# Usage: scripts/setup.sh [--no-build]
+# Usage: scripts/setup.sh [--no-build | --target TARGET]
+#   --no-build       the packages only;
+#   --target TARGET  build only TARGET (scripts/demo.sh: kvtier_demo_programs, what the demo runs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${KVTIER_BUILD_DIR:-$top/build}
+build_it=1
+target=()
+case ${1:-} in
+  "") ;;
+  --no-build) build_it=0 ;;
+  --target) target=(--target "${2:?setup: --target needs a CMake target, e.g. kvtier_demo_programs}") ;;
+  *) echo "setup: unknown argument '$1' (use --no-build or --target TARGET)" >&2; exit 2 ;;
+esac
 
 packages=(
   # toolchain and checks
@@ -48,7 +58,7 @@ else
   echo "setup: all ${#packages[@]} packages present"
 fi
 
-[[ ${1:-} == --no-build ]] && exit 0
+((build_it)) || exit 0
 # Prefix /usr: what a Debian package installs to (scripts/package.sh needs it).
 cmake -S "$top" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
-cmake --build "$build" -j "$(nproc)"
+cmake --build "$build" -j "$(nproc)" "${target[@]}"
