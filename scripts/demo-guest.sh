@@ -107,6 +107,9 @@ kvtierctl --socket /tmp/kvtierd.sock explain "$sim" --all | grep -E '^0x.* [01] 
 echo
 echo "== kvtierctl heatmap $sim"
 kvtierctl --socket /tmp/kvtierd.sock heatmap "$sim" --bins 64 | tail -12
+# kvtierd's own count of its CPU (process seconds against its uptime, and the loop's by phase) for
+# the closing line's price; "{}" when it no longer answers.
+kvtierctl --socket /tmp/kvtierd.sock status --json > /tmp/kvtierd.status 2>/dev/null || echo "{}" > /tmp/kvtierd.status
 # SIGINT ends kvsim cleanly: it verifies every block once more and reports. Either may be gone
 # already (kvsim's --duration runs on the guest's clock, which jumps when a loaded host stalls
 # the guest: the kernel then logs soft lockups); say so and go on to their reports.
@@ -124,5 +127,6 @@ tail -5 /tmp/kvtierd.log
 echo "{\"src\":\"bench\",\"event\":\"settings\",\"mode\":\"kvtier\",\"cold_age_s\":20}"
 sed 's/^{/{"src":"kvsim",/' /tmp/kvsim.out
 sed 's/^{/{"src":"probe",/' /tmp/probe.out
+echo "{\"src\":\"bench\",\"event\":\"kvtierd_status\",\"status\":$(tr -d '\n' < /tmp/kvtierd.status)}"
 echo "{\"src\":\"bench\",\"event\":\"done\",\"mode\":\"kvtier\",\"kvsim_status\":$kvsim_status}"
 grep -q '"result":"ok"' /tmp/kvsim.out || { echo "demo: kvsim found corrupted KV data"; exit 1; }

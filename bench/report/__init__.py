@@ -31,6 +31,7 @@ from .mode import (  # noqa: F401
     workload_price,
     loop_phases,
     move_cpu_share,
+    kvtierd_own_cpu,
     promotion_latency,
 )
 from .runs import (  # noqa: F401

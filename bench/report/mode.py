@@ -122,6 +122,7 @@ def analyse_mode(mode, events, meta):
     r["move_cpu_share"] = move_cpu_share(first(events, "bench", "kvtierd_dump"))
     r["agent_phases"] = loop_phases(first(events, "bench", "kvtierd_dump"))
     r["promotion_latency"] = promotion_latency(first(events, "bench", "kvtierd_dump"))
+    r["kvtierd_own_cpu"] = kvtierd_own_cpu(first(events, "bench", "kvtierd_status"))
     if EXCLUDED_CPU.get(mode):
         r["excluded_cpu_s"] = cpu_seconds(samples[0], samples[-1], EXCLUDED_CPU[mode])
         r["excluded_cpu_pct"] = 100 * r["excluded_cpu_s"] / window if window > 0 else None
@@ -218,6 +219,22 @@ def move_cpu_share(dump_event):
         return float(cpu["loop_seconds_by_phase"]["move"]) / total if total > 0 else None
     except (TypeError, KeyError, ValueError):
         return None
+
+
+def kvtierd_own_cpu(status_event):
+    """kvtierd's CPU by its own count (the demo's `kvtierctl status --json` at the end): {"pct":
+    its process CPU seconds against its uptime, in % of a CPU, "move_share": the share of them its
+    loop spent moving pages (None when it spent none)}; None without the status or with no uptime."""
+    try:
+        st = status_event["status"]
+        cpu = st["loop"]["cpu"]
+        process, uptime = float(cpu["process_seconds"]), float(st["uptime_seconds"])
+        move = float(cpu["loop_seconds_by_phase"]["move"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    if uptime <= 0:
+        return None
+    return {"pct": 100 * process / uptime, "move_share": move / process if process > 0 else None}
 
 
 def promotion_latency(dump_event):

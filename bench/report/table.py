@@ -113,4 +113,9 @@ def one_line(r):
     row = table_row(a)
     if a["status"] != "ok":
         return f"{row[0]}: {row[1]}"
-    return "; ".join(f"{c}: {v}" for c, v in zip(COLUMNS[1:], row[1:]) if not c.startswith("vs oracle"))
+    line = "; ".join(f"{c}: {v}" for c, v in zip(COLUMNS[1:], row[1:]) if not c.startswith("vs oracle"))
+    own = r.get("kvtierd_own_cpu")
+    if own:
+        move = f", moving pages {pct(own['move_share'])} of it" if own["move_share"] is not None else ""
+        line += f"; the price by kvtierd's own count (kvtierctl status): {own['pct']:.1f}% of a CPU{move}"
+    return line

@@ -446,6 +446,22 @@ class Repeats(unittest.TestCase):
         self.assertIn("KV reads from DRAM (whole run / 2nd half): 75.0% / 75.0%", line)
         self.assertIn("corrupted bytes: 0", line)
         self.assertNotIn("vs oracle", line)
+        self.assertNotIn("the price", line)  # no kvtierctl status: nothing made up
+
+    def test_the_demos_price_by_kvtierds_own_count(self):
+        base, pool, t0 = 0x400000, 4 * 4096, 1000 * SEC
+        status = {"uptime_seconds": 80.0, "loop": {"cpu": {
+            "loop_seconds": 3.0, "process_seconds": 4.0,
+            "loop_seconds_by_phase": {"discover": 0.5, "sources": 1.0, "move": 1.0, "record": 0.5}}}}
+        events = mode_events(base, pool, t0, 2, 0.75, extra=[{"src": "bench", "event": "kvtierd_status", "status": status}])
+        line = report.one_line(report.analyse_mode("kvtier", events, {"run": 1}))
+        self.assertTrue(line.endswith("; the price by kvtierd's own count (kvtierctl status): 5.0% of a CPU, "
+                                      "moving pages 25.0% of it"), line)
+        status["loop"]["cpu"]["loop_seconds_by_phase"]["move"] = 0.0
+        self.assertAlmostEqual(report.kvtierd_own_cpu({"status": status})["move_share"], 0.0)
+        self.assertIsNone(report.kvtierd_own_cpu({"status": {"uptime_seconds": 0, "loop": status["loop"]}}))
+        self.assertIsNone(report.kvtierd_own_cpu({"status": {}}))
+        self.assertIsNone(report.kvtierd_own_cpu(None))
 
 
 if __name__ == "__main__":
