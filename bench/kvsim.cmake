@@ -19,7 +19,10 @@ target_link_libraries(kvsim_core
   PUBLIC policy fmt::fmt
   PRIVATE nlohmann_json::nlohmann_json kvtier_warnings)
 
-add_executable(kvsim kvsim/main.cpp)
+# The program along its jobs: the command line (options), the process and the kernel (process),
+# what it writes (output), one run (run).
+add_executable(kvsim kvsim/main.cpp kvsim/options.cpp kvsim/process.cpp kvsim/output.cpp
+               kvsim/run.cpp)
 target_link_libraries(kvsim PRIVATE kvsim_core agent_recording CLI11::CLI11
                       nlohmann_json::nlohmann_json kvtier_warnings)
 # Without --trace, kvsim plays the Mooncake trace the repository ships.
