@@ -73,6 +73,7 @@
 #include "agent/sources/hotness_source.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "agent/telemetry/telemetry.hpp"
+#include "bench/scale_generator.hpp"
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
 #include "policy/planner.hpp"
@@ -85,13 +86,9 @@ namespace {
 using agent::Controller;
 using agent::ControllerDeps;
 
-constexpr TimeNs kSec = 1'000'000'000;
 constexpr TimeNs kInterval = 5 * kSec;
 constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint64_t kBlock = 64ULL * 1024;  // a KV block
-constexpr std::uint64_t kPagesPerBlock = kBlock / kPageSize;
-constexpr std::uint64_t kPoolBase = 0x7f0000000000;
 constexpr Pid kFirstPid = 5000;
 constexpr TimeNs kT0 = 1000 * kSec;
 // The steady state: steps from ten minutes after the pool was first tracked.
@@ -107,86 +104,6 @@ comm = ["^kvscale"]
 [group.policy]
 cold_age = "120s"
 )";
-
-// What a block holds in the generator's KV cache.
-enum class Kind : std::uint8_t { kIdle, kWarm, kHot };
-
-// One process's pool in the KV shape: sequences of 16 to 1024 blocks, each
-// sequence hot (decoding: read at every step), warm (finished seconds ago,
-// kept for prefix reuse) or idle (finished minutes ago). Hot and warm blocks
-// are on node 0, idle ones on node 1: the steady state kvtier aims at, in which
-// a step has nothing to move.
-struct Pool {
-  Pid pid = 0;
-  std::uint64_t bytes = 0;
-  std::vector<Kind> kind;           // per block
-  std::vector<std::int8_t> node;    // per block
-  std::vector<std::uint64_t> hot;   // hot blocks' indexes
-  std::uint64_t next_hot_page = 0;  // where the next step's samples start
-
-  Pool(Pid p, std::uint64_t size, double hot_share, double warm_share, std::mt19937_64& rng)
-      : pid(p), bytes(size) {
-    const std::uint64_t blocks = size / kBlock;
-    kind.resize(blocks, Kind::kIdle);
-    node.resize(blocks, 1);
-    std::uniform_int_distribution<std::uint64_t> len(16, 1024);
-    std::uniform_real_distribution<double> u(0, 1);
-    for (std::uint64_t b = 0; b < blocks;) {
-      const std::uint64_t n = std::min(len(rng), blocks - b);
-      const double r = u(rng);
-      const Kind k =
-          r < hot_share ? Kind::kHot : (r < hot_share + warm_share ? Kind::kWarm : Kind::kIdle);
-      for (std::uint64_t i = b; i < b + n; ++i) {
-        kind[i] = k;
-        node[i] = k == Kind::kIdle ? std::int8_t{1} : std::int8_t{0};
-        if (k == Kind::kHot) hot.push_back(i);
-      }
-      b += n;
-    }
-  }
-  [[nodiscard]] AddrRange range() const { return {kPoolBase, kPoolBase + bytes}; }
-  [[nodiscard]] int node_of(std::uint64_t addr) const {
-    if (addr < kPoolBase || addr >= kPoolBase + bytes) return -ENOENT;
-    return node[(addr - kPoolBase) / kBlock];
-  }
-  [[nodiscard]] std::uint64_t bytes_on(int n) const {
-    return kBlock * static_cast<std::uint64_t>(std::ranges::count(node, n));
-  }
-  // When within the 5 s before `now` the sample of the page at `addr` came: each
-  // page at its own moment, as the kernel's scan unmaps and faults them.
-  static TimeNs jittered(TimeNs now, std::uint64_t addr) {
-    constexpr std::uint64_t kGolden = 2654435761;
-    return now - static_cast<TimeNs>((addr / kPageSize * kGolden) % 50) * (kSec / 10);
-  }
-  // The next `n` pages of the hot blocks, in turn.
-  void sample_hot(std::uint64_t n, TimeNs now, std::vector<AccessSample>& out) {
-    const std::uint64_t pages = hot.size() * kPagesPerBlock;
-    if (pages == 0) return;
-    for (std::uint64_t i = 0; i < std::min(n, pages); ++i) {
-      const std::uint64_t p = (next_hot_page + i) % pages;
-      const std::uint64_t addr =
-          kPoolBase + hot[p / kPagesPerBlock] * kBlock + (p % kPagesPerBlock) * kPageSize;
-      out.push_back(
-          AccessSample{.pid = pid, .addr = addr, .time = jittered(now, addr), .weight = 1});
-    }
-    next_hot_page = (next_hot_page + std::min(n, pages)) % pages;
-  }
-  // Every page of the blocks of kind `k` from block `from`, at most `max` pages;
-  // returns the block to go on from.
-  std::uint64_t sample_all(Kind k, std::uint64_t from, std::uint64_t max, TimeNs now,
-                           std::vector<AccessSample>& out) const {
-    std::uint64_t b = from;
-    for (; b < kind.size() && out.size() + kPagesPerBlock <= max; ++b) {
-      if (kind[b] != k) continue;
-      for (std::uint64_t p = 0; p < kPagesPerBlock; ++p) {
-        const std::uint64_t addr = kPoolBase + b * kBlock + p * kPageSize;
-        out.push_back(
-            AccessSample{.pid = pid, .addr = addr, .time = jittered(now, addr), .weight = 1});
-      }
-    }
-    return b;
-  }
-};
 
 // The hotness source: hands the loop the batch the bench prepared before the
 // step (so the generator's work is not the loop's CPU).
@@ -364,9 +281,8 @@ struct Synthetic {
   int steps = 6;
 };
 
-// NOLINTNEXTLINE(readability-function-size): over bench/'s 80 lines, to split (issue 35)
-Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
-  Figures f;
+// The synthetic targets' pools, `o.size` spread over `o.targets`.
+std::vector<Pool> make_pools(const Synthetic& o) {
   std::mt19937_64 rng(33);
   std::vector<Pool> pools;
   pools.reserve(o.targets);
@@ -374,25 +290,33 @@ Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
     pools.emplace_back(kFirstPid + static_cast<Pid>(i), o.size / o.targets, o.hot_share,
                        o.warm_share, rng);
   }
-  std::filesystem::remove_all(dir);
-  write_proc(dir, pools);
-  std::map<Pid, Pool*> by_pid;
-  for (auto& p : pools) by_pid[p.pid] = &p;
+  return pools;
+}
+
+// What the generator placed on each node, and the two nodes' sizes around it.
+struct Placed {
   std::uint64_t dram_used = 0;
   std::uint64_t cxl_used = 0;
-  for (const auto& p : pools) {
-    dram_used += p.bytes_on(0);
-    cxl_used += p.bytes_on(1);
-  }
-  const std::uint64_t dram_total = 2 * dram_used + 16 * kGiB;
-  const std::uint64_t cxl_total = cxl_used + o.size / 4 + 16 * kGiB;
+  std::uint64_t dram_total = 0;
+  std::uint64_t cxl_total = 0;
+};
 
-  malloc_trim(0);
-  const std::uint64_t rss0 = rss_bytes();
-  auto source = std::make_unique<PreparedSource>();
-  PreparedSource* src = source.get();
-  auto mover = std::make_unique<CountingMover>();
-  CountingMover* counted = mover.get();
+Placed placed(const std::vector<Pool>& pools, std::uint64_t size) {
+  Placed n;
+  for (const auto& p : pools) {
+    n.dram_used += p.bytes_on(0);
+    n.cxl_used += p.bytes_on(1);
+  }
+  n.dram_total = 2 * n.dram_used + 16 * kGiB;
+  n.cxl_total = n.cxl_used + size / 4 + 16 * kGiB;
+  return n;
+}
+
+// The loop's pieces over the generator: the fixture /proc under `dir`, the pools' page nodes as
+// the residency reader, two tiers as the topology, `source` and `mover`.
+ControllerDeps synthetic_deps(const std::filesystem::path& dir, const std::map<Pid, Pool*>& by_pid,
+                              const Placed& n, std::unique_ptr<PreparedSource> source,
+                              std::unique_ptr<CountingMover> mover) {
   ControllerDeps deps{.paths = agent::HostPaths::under(dir),
                       .residency = agent::ResidencyReader(
                           [&by_pid](Pid pid, std::span<void*> pages, const int* /*nodes*/,
@@ -408,32 +332,77 @@ Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
                           4096, nullptr),
                       .self = 1,
                       .topology = [=]() -> Result<policy::Topology> {
-                        return two_tiers(dram_used, cxl_used, dram_total, cxl_total);
+                        return two_tiers(n.dram_used, n.cxl_used, n.dram_total, n.cxl_total);
                       }};
   deps.sources.push_back({.source = std::move(source), .reason = "generator"});
   deps.mover = std::move(mover);
-  agent::Telemetry tel;
-  Controller ctl(compiled(), std::move(deps), kT0);
-  // The pool tracked and every page located.
+  return deps;
+}
+
+// The first step (the pool tracked and every page located), then the hot and warm blocks read
+// once, 20 s before the steady state, between steps (the promotion tick's path: the evidence
+// in, nothing to promote). What went wrong, or empty.
+std::string warm_up(Controller& ctl, agent::Telemetry& tel, std::vector<Pool>& pools,
+                    PreparedSource& src) {
   if (auto ok = ctl.step(agent::StepContext{.now = kT0}, tel); !ok) {
-    f.problem = "first step: " + ok.error().message;
-    return f;
+    return "first step: " + ok.error().message;
   }
-  // The hot and warm blocks read once, 20 s before the steady state, between
-  // steps (the promotion tick's path: the evidence in, nothing to promote).
   constexpr std::uint64_t kSlice = 4ULL << 20;
   constexpr TimeNs kWarmUp = kSteady - 20 * kSec;
   for (auto& p : pools) {
     for (const Kind k : {Kind::kWarm, Kind::kHot}) {
       for (std::uint64_t b = 0; b < p.kind.size();) {
-        b = p.sample_all(k, b, kSlice, kWarmUp, src->next);
+        b = p.sample_all(k, b, kSlice, kWarmUp, src.next);
         if (auto ok = ctl.promote_step(agent::StepContext{.now = kWarmUp}, tel); !ok) {
-          f.problem = "promotion tick: " + ok.error().message;
-          return f;
+          return "promotion tick: " + ok.error().message;
         }
       }
     }
   }
+  return {};
+}
+
+// The mechanics: nothing moved in the steady state, every page tracked, every page's node as
+// the generator has it. What disagrees, or empty.
+std::string check_mechanics(const Controller& ctl, const Figures& f, std::uint64_t size,
+                            const Placed& n) {
+  std::uint64_t on0 = 0;
+  std::uint64_t on1 = 0;
+  for (const auto& [pid, t] : ctl.state().targets.all()) {
+    auto n0 = t.bytes_per_node.find(0);
+    auto n1 = t.bytes_per_node.find(1);
+    on0 += n0 == t.bytes_per_node.end() ? 0 : n0->second;
+    on1 += n1 == t.bytes_per_node.end() ? 0 : n1->second;
+  }
+  if (f.moves != 0) return fmt::format("the steady state planned {} page moves", f.moves);
+  if (f.tracked != size) return fmt::format("tracked {} bytes of {}", f.tracked, size);
+  if (on0 != n.dram_used || on1 != n.cxl_used) {
+    return fmt::format("bytes per node {} / {}, the generator's {} / {}", on0, on1, n.dram_used,
+                       n.cxl_used);
+  }
+  return {};
+}
+
+Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
+  Figures f;
+  std::vector<Pool> pools = make_pools(o);
+  std::filesystem::remove_all(dir);
+  write_proc(dir, pools);
+  std::map<Pid, Pool*> by_pid;
+  for (auto& p : pools) by_pid[p.pid] = &p;
+  const Placed n = placed(pools, o.size);
+
+  malloc_trim(0);
+  const std::uint64_t rss0 = rss_bytes();
+  auto source = std::make_unique<PreparedSource>();
+  PreparedSource* src = source.get();
+  auto mover = std::make_unique<CountingMover>();
+  CountingMover* counted = mover.get();
+  agent::Telemetry tel;
+  Controller ctl(compiled(), synthetic_deps(dir, by_pid, n, std::move(source), std::move(mover)),
+                 kT0);
+  f.problem = warm_up(ctl, tel, pools, *src);
+  if (!f.problem.empty()) return f;
   const std::uint64_t per_target = o.samples / o.targets;
   measure_steps(
       ctl, tel, o.steps, kSteady, kInterval,
@@ -446,34 +415,17 @@ Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
       f);
   f.rss = rss_bytes() - std::min(rss_bytes(), rss0);
   f.moves = counted->requested;
-  // The mechanics: every page tracked, every page's node as the generator has it.
-  std::uint64_t on0 = 0;
-  std::uint64_t on1 = 0;
-  for (const auto& [pid, t] : ctl.state().targets.all()) {
-    auto n0 = t.bytes_per_node.find(0);
-    auto n1 = t.bytes_per_node.find(1);
-    on0 += n0 == t.bytes_per_node.end() ? 0 : n0->second;
-    on1 += n1 == t.bytes_per_node.end() ? 0 : n1->second;
-  }
-  if (f.problem.empty() && f.moves != 0) {
-    f.problem = fmt::format("the steady state planned {} page moves", f.moves);
-  } else if (f.problem.empty() && f.tracked != o.size) {
-    f.problem = fmt::format("tracked {} bytes of {}", f.tracked, o.size);
-  } else if (f.problem.empty() && (on0 != dram_used || on1 != cxl_used)) {
-    f.problem = fmt::format("bytes per node {} / {}, the generator's {} / {}", on0, on1, dram_used,
-                            cxl_used);
-  }
+  if (f.problem.empty()) f.problem = check_mechanics(ctl, f, o.size, n);
   return f;
 }
 
-// The real run: a child with `size` of anonymous memory, the live sources.
-// NOLINTNEXTLINE(readability-function-size): over bench/'s 80 lines, to split (issue 35)
-Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* skipped) {
-  Figures f;
+// The real run's child: `size` of anonymous memory, written once, then a few percent of its
+// blocks read over and over. Its pid once the memory is written, or -1 with `skipped` set.
+pid_t start_child(std::uint64_t size, double hot_share, std::string* skipped) {
   int ready[2];
   if (pipe(ready) != 0) {
     *skipped = fmt::format("pipe: errno {}", errno);
-    return f;
+    return -1;
   }
   const pid_t child = fork();
   if (child == 0) {
@@ -503,23 +455,16 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
     *skipped = fmt::format("the child did not map and write {} (status: no memory?)",
                            policy::format_size(size));
     if (child > 0) waitpid(child, nullptr, 0);
-    return f;
+    return -1;
   }
   close(ready[0]);
-  const policy::CompiledConfig cc = compiled();
-  agent::SourceRegistry reg;
-  const agent::HostPaths paths{};
-  agent::register_builtin_sources(reg, paths, agent::source_options(cc.config));
-  auto choice = agent::select_sources(reg, cc.config.sources.use, cc.config.sources.force);
-  if (!choice) {
-    *skipped = "no hotness source on this host: " + choice.error().message;
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    return f;
-  }
-  fmt::print("real: sources: {}\n", choice->summary);
-  malloc_trim(0);
-  const std::uint64_t rss0 = rss_bytes();
+  return child;
+}
+
+// The loop's pieces on this host: its /proc and residency, its topology's one node and an
+// empty CXL node of `size` for the planner, the chosen sources, a counting mover.
+ControllerDeps real_deps(const agent::HostPaths& paths, std::uint64_t size,
+                         agent::SourceChoice& choice) {
   ControllerDeps deps{
       .paths = paths,
       .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
@@ -540,14 +485,35 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
         t->nodes.push_back(cxl);
         return t;
       }};
-  for (auto& s : choice->sources) {
+  for (auto& s : choice.sources) {
     deps.sources.push_back({.source = std::move(s.source), .reason = s.reason});
   }
-  auto mover = std::make_unique<CountingMover>();
-  deps.mover = std::move(mover);
+  deps.mover = std::make_unique<CountingMover>();
+  return deps;
+}
+
+// The real run: a child with `size` of anonymous memory, the live sources.
+Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* skipped) {
+  Figures f;
+  const pid_t child = start_child(size, hot_share, skipped);
+  if (child < 0) return f;
+  const policy::CompiledConfig cc = compiled();
+  agent::SourceRegistry reg;
+  const agent::HostPaths paths{};
+  agent::register_builtin_sources(reg, paths, agent::source_options(cc.config));
+  auto choice = agent::select_sources(reg, cc.config.sources.use, cc.config.sources.force);
+  if (!choice) {
+    *skipped = "no hotness source on this host: " + choice.error().message;
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    return f;
+  }
+  fmt::print("real: sources: {}\n", choice->summary);
+  malloc_trim(0);
+  const std::uint64_t rss0 = rss_bytes();
   agent::Telemetry tel;
   const auto clock_now = [] { return agent::monotonic_now(); };
-  Controller ctl(cc, std::move(deps), clock_now());
+  Controller ctl(cc, real_deps(paths, size, *choice), clock_now());
   if (auto ok = ctl.step(agent::StepContext{.now = clock_now()}, tel); !ok) {
     f.problem = "first step: " + ok.error().message;
   } else {
@@ -601,7 +567,140 @@ std::optional<std::uint64_t> parse_size(const std::string& s) {
   return *v;
 }
 
-// NOLINTNEXTLINE(readability-function-size): over bench/'s 80 lines, to split (issue 35)
+using Measured = std::vector<std::pair<std::uint64_t, Figures>>;
+
+// --sizes: a comma-separated list of sizes of 64 MiB or more; std::nullopt after one line on
+// stderr naming the word that is not.
+std::optional<std::vector<std::uint64_t>> parse_sizes(const std::string& arg) {
+  std::vector<std::uint64_t> sizes;
+  for (std::size_t at = 0; at <= arg.size();) {
+    const std::size_t comma = std::min(arg.find(',', at), arg.size());
+    const std::string word = arg.substr(at, comma - at);
+    auto v = parse_size(word);
+    if (!v || *v < 64 * kMiB) {
+      fmt::print(stderr, "scale_bench: --sizes: '{}' is not a size of 64MiB or more\n", word);
+      return std::nullopt;
+    }
+    sizes.push_back(*v);
+    at = comma + 1;
+  }
+  return sizes;
+}
+
+// A size that does not fit this machine: what the last two measured sizes' growth makes of it.
+void print_extrapolation(const std::string& label, std::uint64_t size, const Measured& done) {
+  if (done.size() < 2) return;
+  const auto& [s1, f1] = done[done.size() - 2];
+  const auto& [s2, f2] = done.back();
+  const auto r = static_cast<double>(size) / static_cast<double>(s2);
+  const double ec = exponent(static_cast<double>(f1.step_cpu), static_cast<double>(f2.step_cpu),
+                             static_cast<double>(s1), static_cast<double>(s2));
+  const double em = exponent(static_cast<double>(f1.rss), static_cast<double>(f2.rss),
+                             static_cast<double>(s1), static_cast<double>(s2));
+  fmt::print(
+      "{:>9} extrapolated (exponents of the last two sizes): rss {:.0f} MiB, step {:.0f} "
+      "ms\n",
+      label, static_cast<double>(f2.rss) * std::pow(r, em) / kMiB,
+      ms(f2.step_cpu) * std::pow(r, ec));
+}
+
+// Every size that fits, a row each (measured ones into `done`); whether one failed.
+bool run_sizes(const std::vector<std::uint64_t>& sizes, const Synthetic& o,
+               std::optional<std::uint64_t> hot_bytes, Measured& done) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("kvtier-scale-{}", getpid());
+  bool failed = false;
+  double bytes_per_page = 20.0;  // before any size was measured: the dense table's 16, and more
+  for (const std::uint64_t size : sizes) {
+    const std::string label = policy::format_size(size);
+    const double need = bytes_per_page * (static_cast<double>(size) / kPageSize) * 1.25 +
+                        (static_cast<double>(size) / kBlock) * 2;
+    const std::uint64_t avail = mem_available();
+    // Leave 4 GiB to the machine's other work.
+    if (need > static_cast<double>(avail) - 4.0 * kGiB) {
+      fmt::print(
+          "{:>9} does not fit: needs about {:.1f} GiB at {:.2f} B/page, {:.1f} GiB available\n",
+          label, need / kGiB, bytes_per_page, static_cast<double>(avail) / kGiB);
+      print_extrapolation(label, size, done);
+      continue;
+    }
+    Synthetic s = o;
+    s.size = size;
+    if (hot_bytes) {
+      s.hot_share = static_cast<double>(*hot_bytes) * 0.3 / static_cast<double>(size);
+      s.warm_share = static_cast<double>(*hot_bytes) * 0.7 / static_cast<double>(size);
+    }
+    const Figures f = run_synthetic(s, dir);
+    std::filesystem::remove_all(dir);
+    print_row(label, f);
+    if (!f.problem.empty()) {
+      fmt::print("{:>9} FAILED: {}\n", label, f.problem);
+      failed = true;
+      continue;
+    }
+    bytes_per_page =
+        std::max(1.0, static_cast<double>(f.rss) / (static_cast<double>(size) / kPageSize));
+    done.emplace_back(size, f);
+  }
+  return failed;
+}
+
+void print_growth(const Measured& done) {
+  for (std::size_t i = 1; i < done.size(); ++i) {
+    const std::uint64_t s1 = done[i - 1].first;
+    const std::uint64_t s2 = done[i].first;
+    const Figures& f1 = done[i - 1].second;
+    const Figures& f2 = done[i].second;
+    const auto e = [s1, s2](double a, double b) {
+      return exponent(a, b, static_cast<double>(s1), static_cast<double>(s2));
+    };
+    fmt::print("growth {} -> {}: step CPU ^{:.2f}, rss ^{:.2f}, plan() ^{:.2f}\n",
+               policy::format_size(s1), policy::format_size(s2),
+               e(static_cast<double>(f1.step_cpu), static_cast<double>(f2.step_cpu)),
+               e(static_cast<double>(f1.rss), static_cast<double>(f2.rss)),
+               e(static_cast<double>(f1.plan), static_cast<double>(f2.plan)));
+  }
+}
+
+// --real: its row, and how it compares with the synthetic run of the same size. The exit
+// status: 0, 1 when the run failed, 2 when --real is not a size of 64 MiB or more.
+int real_row(const std::string& real_arg, const Synthetic& o, const Measured& done) {
+  auto size = parse_size(real_arg);
+  if (!size || *size < 64 * kMiB) {
+    fmt::print(stderr, "scale_bench: --real: '{}' is not a size of 64MiB or more\n", real_arg);
+    return 2;
+  }
+  std::string skipped;
+  const Figures f = run_real(*size, o.steps, o.hot_share, &skipped);
+  if (!skipped.empty()) {
+    fmt::print("real {}: skipped: {}\n", policy::format_size(*size), skipped);
+    return 0;
+  }
+  print_row("real", f);
+  const int rc = f.problem.empty() ? 0 : 1;
+  if (rc != 0) fmt::print("real FAILED: {}\n", f.problem);
+  for (const auto& [s, sf] : done) {
+    if (s != *size) continue;
+    fmt::print("real / synthetic at {}: step CPU {:.2f}x, rss {:.2f}x, plan() {:.2f}x\n",
+               policy::format_size(s),
+               static_cast<double>(f.step_cpu) / static_cast<double>(sf.step_cpu),
+               static_cast<double>(f.rss) / static_cast<double>(sf.rss),
+               static_cast<double>(f.plan) / static_cast<double>(sf.plan));
+  }
+  return rc;
+}
+
+void print_intro(const Synthetic& o, std::optional<std::uint64_t> hot_bytes) {
+  fmt::print(
+      "kvtier_scale_bench: {} target(s), KV blocks of 64 KiB in sequences of 16-1024, {}, "
+      "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms)\n",
+      o.targets,
+      hot_bytes ? fmt::format("{} hot+warm whatever the size", policy::format_size(*hot_bytes))
+                : fmt::format("{:.0f}% of sequences hot, {:.0f}% warm, the rest idle",
+                              o.hot_share * 100, o.warm_share * 100),
+      o.samples, o.steps);
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"the control loop's step at many sizes of tracked memory (issue 33)"};
   std::string sizes_arg = "16GiB,128GiB,1TiB,4TiB";
@@ -623,18 +722,8 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the loop's own lines: only what goes wrong
 
-  std::vector<std::uint64_t> sizes;
-  for (std::size_t at = 0; at <= sizes_arg.size();) {
-    const std::size_t comma = std::min(sizes_arg.find(',', at), sizes_arg.size());
-    const std::string word = sizes_arg.substr(at, comma - at);
-    auto v = parse_size(word);
-    if (!v || *v < 64 * kMiB) {
-      fmt::print(stderr, "scale_bench: --sizes: '{}' is not a size of 64MiB or more\n", word);
-      return 2;
-    }
-    sizes.push_back(*v);
-    at = comma + 1;
-  }
+  const auto sizes = parse_sizes(sizes_arg);
+  if (!sizes) return 2;
   std::optional<std::uint64_t> hot_bytes;
   if (!hot_bytes_arg.empty()) {
     hot_bytes = parse_size(hot_bytes_arg);
@@ -643,106 +732,14 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / fmt::format("kvtier-scale-{}", getpid());
-  fmt::print(
-      "kvtier_scale_bench: {} target(s), KV blocks of 64 KiB in sequences of 16-1024, {}, "
-      "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms)\n",
-      o.targets,
-      hot_bytes ? fmt::format("{} hot+warm whatever the size", policy::format_size(*hot_bytes))
-                : fmt::format("{:.0f}% of sequences hot, {:.0f}% warm, the rest idle",
-                              o.hot_share * 100, o.warm_share * 100),
-      o.samples, o.steps);
+  print_intro(o, hot_bytes);
   print_header();
-  bool failed = false;
-  std::vector<std::pair<std::uint64_t, Figures>> done;
-  double bytes_per_page = 20.0;  // before any size was measured: the dense table's 16, and more
-  for (const std::uint64_t size : sizes) {
-    const std::string label = policy::format_size(size);
-    const double need = bytes_per_page * (static_cast<double>(size) / kPageSize) * 1.25 +
-                        (static_cast<double>(size) / kBlock) * 2;
-    const std::uint64_t avail = mem_available();
-    // Leave 4 GiB to the machine's other work.
-    if (need > static_cast<double>(avail) - 4.0 * kGiB) {
-      fmt::print(
-          "{:>9} does not fit: needs about {:.1f} GiB at {:.2f} B/page, {:.1f} GiB available\n",
-          label, need / kGiB, bytes_per_page, static_cast<double>(avail) / kGiB);
-      if (done.size() >= 2) {
-        const auto& [s1, f1] = done[done.size() - 2];
-        const auto& [s2, f2] = done.back();
-        const auto r = static_cast<double>(size) / static_cast<double>(s2);
-        const double ec =
-            exponent(static_cast<double>(f1.step_cpu), static_cast<double>(f2.step_cpu),
-                     static_cast<double>(s1), static_cast<double>(s2));
-        const double em = exponent(static_cast<double>(f1.rss), static_cast<double>(f2.rss),
-                                   static_cast<double>(s1), static_cast<double>(s2));
-        fmt::print(
-            "{:>9} extrapolated (exponents of the last two sizes): rss {:.0f} MiB, step {:.0f} "
-            "ms\n",
-            label, static_cast<double>(f2.rss) * std::pow(r, em) / kMiB,
-            ms(f2.step_cpu) * std::pow(r, ec));
-      }
-      continue;
-    }
-    Synthetic s = o;
-    s.size = size;
-    if (hot_bytes) {
-      s.hot_share = static_cast<double>(*hot_bytes) * 0.3 / static_cast<double>(size);
-      s.warm_share = static_cast<double>(*hot_bytes) * 0.7 / static_cast<double>(size);
-    }
-    const Figures f = run_synthetic(s, dir);
-    std::filesystem::remove_all(dir);
-    print_row(label, f);
-    if (!f.problem.empty()) {
-      fmt::print("{:>9} FAILED: {}\n", label, f.problem);
-      failed = true;
-      continue;
-    }
-    bytes_per_page =
-        std::max(1.0, static_cast<double>(f.rss) / (static_cast<double>(size) / kPageSize));
-    done.emplace_back(size, f);
-  }
-  for (std::size_t i = 1; i < done.size(); ++i) {
-    const std::uint64_t s1 = done[i - 1].first;
-    const std::uint64_t s2 = done[i].first;
-    const Figures& f1 = done[i - 1].second;
-    const Figures& f2 = done[i].second;
-    const auto e = [s1, s2](double a, double b) {
-      return exponent(a, b, static_cast<double>(s1), static_cast<double>(s2));
-    };
-    fmt::print("growth {} -> {}: step CPU ^{:.2f}, rss ^{:.2f}, plan() ^{:.2f}\n",
-               policy::format_size(s1), policy::format_size(s2),
-               e(static_cast<double>(f1.step_cpu), static_cast<double>(f2.step_cpu)),
-               e(static_cast<double>(f1.rss), static_cast<double>(f2.rss)),
-               e(static_cast<double>(f1.plan), static_cast<double>(f2.plan)));
-  }
-  if (!real_arg.empty()) {
-    auto size = parse_size(real_arg);
-    if (!size || *size < 64 * kMiB) {
-      fmt::print(stderr, "scale_bench: --real: '{}' is not a size of 64MiB or more\n", real_arg);
-      return 2;
-    }
-    std::string skipped;
-    const Figures f = run_real(*size, o.steps, o.hot_share, &skipped);
-    if (!skipped.empty()) {
-      fmt::print("real {}: skipped: {}\n", policy::format_size(*size), skipped);
-    } else {
-      print_row("real", f);
-      if (!f.problem.empty()) {
-        fmt::print("real FAILED: {}\n", f.problem);
-        failed = true;
-      }
-      for (const auto& [s, sf] : done) {
-        if (s != *size) continue;
-        fmt::print("real / synthetic at {}: step CPU {:.2f}x, rss {:.2f}x, plan() {:.2f}x\n",
-                   policy::format_size(s),
-                   static_cast<double>(f.step_cpu) / static_cast<double>(sf.step_cpu),
-                   static_cast<double>(f.rss) / static_cast<double>(sf.rss),
-                   static_cast<double>(f.plan) / static_cast<double>(sf.plan));
-      }
-    }
-  }
-  return failed ? 1 : 0;
+  Measured done;
+  const bool failed = run_sizes(*sizes, o, hot_bytes, done);
+  print_growth(done);
+  const int real = real_arg.empty() ? 0 : real_row(real_arg, o, done);
+  if (real == 2) return 2;
+  return failed || real != 0 ? 1 : 0;
 }
 
 }  // namespace
