@@ -538,9 +538,10 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
 
 void print_header() {
   fmt::print(
-      "{:>9} {:>10} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>8}\n",
+      "{:>9} {:>10} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} "
+      "{:>8}\n",
       "tracked", "pages", "rss_MiB", "B/page", "heat_B/p", "discover", "sources", "residency",
-      "plan+rec", "move", "step_ms", "full_res", "plan()", "samples");
+      "plan", "move", "record", "step_ms", "full_res", "plan()", "samples");
 }
 
 void print_row(const std::string& label, const Figures& f) {
@@ -548,12 +549,12 @@ void print_row(const std::string& label, const Figures& f) {
   const auto cpu = [&](agent::LoopPhase p) { return ms(f.cpu[static_cast<std::size_t>(p)]); };
   fmt::print(
       "{:>9} {:>10.0f} {:>9.1f} {:>8.3f} {:>8.3f} | {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
-      "{:>9.2f} | {:>9.1f} {:>9.2f} {:>8}\n",
+      "{:>9.2f} {:>9.2f} | {:>9.1f} {:>9.2f} {:>8}\n",
       label, pages, static_cast<double>(f.rss) / kMiB, static_cast<double>(f.rss) / pages,
       static_cast<double>(f.heat) / pages, cpu(agent::LoopPhase::kDiscover),
       cpu(agent::LoopPhase::kSources), cpu(agent::LoopPhase::kResidency),
-      cpu(agent::LoopPhase::kPlan), cpu(agent::LoopPhase::kMove), ms(f.step_cpu),
-      ms(f.full_residency), ms(f.plan), f.samples);
+      cpu(agent::LoopPhase::kPlan), cpu(agent::LoopPhase::kMove), cpu(agent::LoopPhase::kRecord),
+      ms(f.step_cpu), ms(f.full_residency), ms(f.plan), f.samples);
   std::fflush(stdout);  // a size can take minutes: each row as it comes
 }
 
