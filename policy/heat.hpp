@@ -188,6 +188,12 @@ class HeatTable {
   // as a whole (heat = hottest page, last access = latest), each region.
   template <class F>
   void for_each_unit(TimeNs now, F&& visit) const;
+  // The same units as runs: visit(u, n) stands for n units of u.range.bytes()
+  // each from u.range.start on, alike but for their address (a chunk of alike
+  // pages is one run of 512 pages; any other unit a run of 1). A walk that
+  // treats alike units alike costs one call per chunk instead of one per page.
+  template <class F>
+  void for_each_run(TimeNs now, F&& visit) const;
 
  private:
   [[nodiscard]] HeatUnit unit_of(const HeatState& s, AddrRange range, std::uint32_t tick) const {
@@ -238,6 +244,23 @@ class HeatTable {
 
 template <class F>
 void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
+  for_each_run(
+      now, [&](const HeatUnit& first, std::uint64_t n) __attribute__((always_inline)) {
+        if (n == 1) {
+          visit(first);
+          return;
+        }
+        HeatUnit u = first;
+        const std::uint64_t bytes = u.range.bytes();
+        for (std::uint64_t i = 0; i < n; ++i) {
+          visit(u);
+          u.range = {u.range.end, u.range.end + bytes};
+        }
+      });
+}
+
+template <class F>
+void HeatTable::for_each_run(TimeNs now, F&& visit) const {
   const std::uint32_t tick = to_tick(now);
   for (const auto& [base, chunk] : chunks_) {
     if (chunk.huge) {
@@ -258,16 +281,12 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
         any = true;
         if (!chunk.pages) break;  // every page alike
       }
-      if (any) visit(u);
+      if (any) visit(u, std::uint64_t{1});
       continue;
     }
     if (!chunk.pages) {
-      if (!chunk.same.tracked()) continue;
-      HeatUnit u = unit_of(chunk.same, {base, base + kPageSize}, tick);
-      for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
-        u.range = {base + i * kPageSize, base + (i + 1) * kPageSize};
-        visit(u);
-      }
+      if (chunk.same.tracked())
+        visit(unit_of(chunk.same, {base, base + kPageSize}, tick), kPagesPerChunk);
       continue;
     }
     const HeatState* pages = chunk.pages.get();
@@ -275,11 +294,11 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
       const HeatState& s = pages[i];
       if (!s.tracked()) continue;
       const std::uint64_t a = base + i * kPageSize;
-      visit(unit_of(s, {a, a + kPageSize}, tick));
+      visit(unit_of(s, {a, a + kPageSize}, tick), std::uint64_t{1});
     }
   }
   for (const auto& [start, r] : regions_) {
-    visit(unit_of(r.state, {start, r.end}, tick));
+    visit(unit_of(r.state, {start, r.end}, tick), std::uint64_t{1});
   }
 }
 

@@ -66,6 +66,15 @@ class Smallest {
     buf_.push_back(c);
     if (buf_.size() >= 2 * k_ + 1024) shrink();
   }
+  // n candidates alike but for their start, `stride` bytes apart: the same as
+  // n pushes, stopping at the first one refused (the ones after it sort after
+  // it, and the worst kept only ever gets better).
+  void push_run(Cand c, std::uint64_t n, std::uint64_t stride) {
+    for (; n > 0; --n, c.start_node += stride) {
+      if (full_ && !(c < worst_)) return;
+      push(c);
+    }
+  }
   std::vector<Cand> sorted() && {
     shrink();
     std::sort(buf_.begin(), buf_.end());
@@ -333,25 +342,50 @@ class Planner {
     const bool take_warm = rules.watermark();
     const bool unseen = tv.dram_reads_unseen;
     std::uint64_t dram_use = 0;
-    // Called for every page: inlined.
-    tv.heat->for_each_unit(
-        s_.now, [&](const HeatUnit& u) __attribute__((always_inline)) {
-          const Rule rule = rules.classify(u, unseen);
-          if (rule == Rule::kUnknownNode) return;
-          const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
-                            (rule == Rule::kExcluded && rules.slow(u.node));
-          if (!slow) dram_use += u.range.bytes();
-          if (!tv.pinned.empty() && overlaps_any(tv.pinned, u.range)) return;
-          const auto pages = static_cast<std::uint32_t>(u.range.bytes() / kPageSize);
-          if (rule == Rule::kCold || rule == Rule::kCooling ||
-              (rule == Rule::kWarm && (take_warm || rules.exchangeable(u.last_access)))) {
-            const Cand c = Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start,
-                                      u.node, t, pages);
-            (rule == Rule::kCold ? g.cold : rule == Rule::kCooling ? g.cooling : g.warm).push(c);
-          } else if (rule == Rule::kAccessedOnSlow) {
-            g.hot.push(Cand::make(
-                (~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
-                u.range.start, u.node, t, pages));
+    // n alike units from u on (one run of HeatTable::for_each_run); inlined.
+    auto one = [&](const HeatUnit& u, std::uint64_t n) __attribute__((always_inline)) {
+      const Rule rule = rules.classify(u, unseen);
+      if (rule == Rule::kUnknownNode) return;
+      const bool slow = rule == Rule::kAccessedOnSlow || rule == Rule::kStaysOnSlow ||
+                        (rule == Rule::kExcluded && rules.slow(u.node));
+      if (!slow) dram_use += n * u.range.bytes();
+      if (!tv.pinned.empty() && overlaps_any(tv.pinned, u.range)) return;
+      const std::uint64_t stride = u.range.bytes();
+      const auto pages = static_cast<std::uint32_t>(stride / kPageSize);
+      if (rule == Rule::kCold || rule == Rule::kCooling ||
+          (rule == Rule::kWarm && (take_warm || rules.exchangeable(u.last_access)))) {
+        const Cand c =
+            Cand::make(heat_bits(u.heat) << 32 | u.last_access, u.range.start, u.node, t, pages);
+        (rule == Rule::kCold      ? g.cold
+         : rule == Rule::kCooling ? g.cooling
+                                  : g.warm)
+            .push_run(c, n, stride);
+      } else if (rule == Rule::kAccessedOnSlow) {
+        g.hot.push_run(
+            Cand::make((~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
+                       u.range.start, u.node, t, pages),
+            n, stride);
+      }
+    };
+    tv.heat->for_each_run(
+        s_.now, [&](const HeatUnit& u, std::uint64_t n) __attribute__((always_inline)) {
+          if (n == 1) {
+            one(u, 1);
+            return;
+          }
+          // A run of alike pages has one verdict, unless an exclusion or a pinned
+          // range covers part of it: the verdict of the run's whole range says.
+          HeatUnit whole = u;
+          whole.range.end = u.range.start + n * u.range.bytes();
+          if (rules.classify(whole, unseen) != Rule::kExcluded &&
+              (tv.pinned.empty() || !overlaps_any(tv.pinned, whole.range))) {
+            one(u, n);
+            return;
+          }
+          HeatUnit page = u;
+          for (std::uint64_t i = 0; i < n; ++i) {
+            one(page, 1);
+            page.range = {page.range.end, page.range.end + u.range.bytes()};
           }
         });
     g.dram_use += dram_use;

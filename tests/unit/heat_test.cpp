@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "policy/heat.hpp"
 
@@ -183,6 +186,39 @@ TEST(Heat, ChunkOfAlikePagesIsOneStateUntilEvidenceTellsThemApart) {
   touched.set_node({kBase, kBase + kHugePageSize}, 0);
   EXPECT_EQ(touched.take_events().moved_by_kernel_bytes, kHugePageSize);
   EXPECT_LT(touched.memory_bytes(), 1024U);
+}
+
+TEST(Heat, RunsAreAChunkOfAlikePagesAtOnceAndEveryOtherUnitAlone) {
+  HeatTable t;
+  t.track({kBase, kBase + 3 * kHugePageSize}, 0, kSec);
+  t.add(AccessSample{.addr = kBase + kHugePageSize + 7 * kPageSize, .time = 2 * kSec, .weight = 5});
+  t.set_huge(kBase + 2 * kHugePageSize, true);
+  std::vector<std::pair<HeatUnit, std::uint64_t>> runs;
+  t.for_each_run(3 * kSec, [&](const HeatUnit& u, std::uint64_t n) { runs.emplace_back(u, n); });
+  // The alike chunk one run of 512 pages, the sampled one 512 runs of 1, the huge one 1 of 2 MiB.
+  ASSERT_EQ(runs.size(), 1 + kPagesPerChunk + 1);
+  EXPECT_EQ(runs.front().second, kPagesPerChunk);
+  EXPECT_EQ(runs.front().first.range, (AddrRange{kBase, kBase + kPageSize}));
+  EXPECT_EQ(runs.back().second, 1U);
+  EXPECT_EQ(runs.back().first.range.bytes(), kHugePageSize);
+  EXPECT_TRUE(runs.back().first.huge);
+  // Each run stands for units alike but for their address: at() agrees page by page.
+  std::vector<HeatUnit> units;
+  t.for_each_unit(3 * kSec, [&](const HeatUnit& u) { units.push_back(u); });
+  ASSERT_EQ(units.size(), 2 * kPagesPerChunk + 1);
+  for (const HeatUnit& u : units) {
+    const auto at = t.at(u.range.start, 3 * kSec);
+    ASSERT_TRUE(at.has_value());
+    EXPECT_EQ(at->heat, u.heat);
+    EXPECT_EQ(at->last_access, u.last_access);
+    EXPECT_EQ(at->node, u.node);
+    if (!u.huge) {
+      EXPECT_EQ(at->range, u.range);
+    }
+  }
+  EXPECT_GT(units[kPagesPerChunk + 7].heat, 0.0F);
+  EXPECT_EQ(units[kPagesPerChunk - 1].range,
+            (AddrRange{kBase + kHugePageSize - kPageSize, kBase + kHugePageSize}));
 }
 
 TEST(Heat, HugeBlocksFromTheResidencyReaderReplaceTheFlags) {

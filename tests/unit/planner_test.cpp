@@ -464,6 +464,39 @@ TEST(Planner, ExcludedAndUnknownRangesNeverMove) {
   EXPECT_EQ(p.moves[1].range, pages(15, 10));
 }
 
+// A chunk of alike pages is planned as one run (HeatTable::for_each_run), with
+// the plan of the same pages one by one: an exclusion and a pinned range that
+// cut runs, and a budget that ends inside one.
+TEST(Planner, RunsOfAlikePagesPlanAsThePagesOneByOne) {
+  auto plan_of = [](bool spread) {
+    Fixture f;
+    f.groups[0].policy.exclude = {pages(10, 5)};
+    const std::vector<AddrRange> pinned{pages(kPagesPerChunk + 100, 50)};
+    auto& t = f.table();
+    t.track(pages(0, 4 * kPagesPerChunk), 0, 0);
+    t.set_node(pages(3 * kPagesPerChunk, kPagesPerChunk), 1);
+    // A read of one page's node (the same node) gives its chunk a state per page.
+    for (std::uint64_t c = 0; spread && c < 4; ++c) {
+      t.set_node(pages(c * kPagesPerChunk, 1), c == 3 ? 1 : 0);
+    }
+    EXPECT_EQ(t.memory_bytes() > 4 * kPagesPerChunk * sizeof(HeatState), spread);
+    f.snap.targets[0].pinned = pinned;
+    return f.run(700 * kPageSize);
+  };
+  const Plan runs = plan_of(false);
+  const Plan pages_one_by_one = plan_of(true);
+  ASSERT_EQ(runs.moves.size(), 3U);
+  EXPECT_EQ(runs.moves[0].range, pages(0, 10));
+  EXPECT_EQ(runs.moves[1].range, pages(15, kPagesPerChunk + 100 - 15));
+  EXPECT_EQ(runs.moves[2].range, pages(kPagesPerChunk + 150, 93));
+  ASSERT_EQ(pages_one_by_one.moves.size(), runs.moves.size());
+  for (std::size_t i = 0; i < runs.moves.size(); ++i) {
+    EXPECT_EQ(pages_one_by_one.moves[i].range, runs.moves[i].range);
+    EXPECT_EQ(pages_one_by_one.moves[i].why, runs.moves[i].why);
+  }
+  EXPECT_EQ(pages_one_by_one.notes, runs.notes);
+}
+
 TEST(Planner, ExplicitDemotionNode) {
   Fixture f;
   f.topo.nodes.push_back(NumaNode{.id = 2,
