@@ -72,8 +72,8 @@ std::vector<AddrRange> page_runs(std::vector<std::uint64_t>& pages) {
 // Bytes per node as the heat table knows them.
 std::map<int, std::uint64_t> bytes_per_node(const policy::HeatTable& heat, TimeNs now) {
   std::map<int, std::uint64_t> out;
-  heat.for_each_unit(now, [&](const policy::HeatUnit& u) {
-    if (u.node >= 0) out[u.node] += u.range.bytes();
+  heat.for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
+    if (u.node >= 0) out[u.node] += n * u.range.bytes();
   });
   return out;
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agent/host/clock.hpp"
@@ -310,8 +311,8 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
   for (const auto& [pid, t] : s.targets.all()) {
     const TimeNs window = hot_window(s, t.group);
     if (window == 0) continue;
-    t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-      if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += u.range.bytes();
+    t.heat->for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
+      if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += n * u.range.bytes();
     });
   }
   return out;
@@ -446,22 +447,44 @@ std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
   std::vector<float> heat(bins, 0.0F);
   if (total == 0 || bins == 0) return heat;
   std::vector<double> weight(bins, 0.0);
-  // Address -> offset in the concatenated tracked mappings.
-  auto offset_of = [&](std::uint64_t addr) -> std::optional<std::uint64_t> {
+  // Address -> offset in the concatenated tracked mappings, and the end of its mapping.
+  auto offset_of =
+      [&](std::uint64_t addr) -> std::optional<std::pair<std::uint64_t, std::uint64_t>> {
     std::uint64_t off = 0;
     for (const auto& v : t.vmas) {
-      if (v.contains(addr)) return off + (addr - v.start);
+      if (v.contains(addr)) return std::pair{off + (addr - v.start), v.end};
       off += v.bytes();
     }
     return std::nullopt;
   };
-  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
-    auto off = offset_of(u.range.start);
-    if (!off) return;
-    const auto b = std::min<std::size_t>(bins - 1, *off * bins / total);
-    const auto w = static_cast<double>(u.range.bytes());
-    heat[b] += static_cast<float>(u.heat * w);
-    weight[b] += w;
+  // [lo, hi): addresses whose unit goes to bin `cur` (one mapping, one bin), so
+  // that a unit there needs no search; a run of alike units goes in pieces.
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  std::size_t cur = 0;
+  t.heat->for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
+    const std::uint64_t bytes = u.range.bytes();
+    for (std::uint64_t i = 0; i < n;) {
+      const std::uint64_t a = u.range.start + i * bytes;
+      if (a < lo || a >= hi) {
+        const auto at = offset_of(a);
+        if (!at) {
+          ++i;
+          continue;
+        }
+        const auto [off, vma_end] = *at;
+        cur = std::min<std::size_t>(bins - 1, off * bins / total);
+        // The first offset of the next bin (the last bin runs to the end).
+        const std::uint64_t next = cur + 1 == bins ? total : ((cur + 1) * total + bins - 1) / bins;
+        lo = a;
+        hi = a + std::min(next - off, vma_end - a);
+      }
+      const std::uint64_t m = std::clamp<std::uint64_t>((hi - a + bytes - 1) / bytes, 1, n - i);
+      const auto w = static_cast<double>(bytes * m);
+      heat[cur] += static_cast<float>(u.heat * w);
+      weight[cur] += w;
+      i += m;
+    }
   });
   for (std::size_t b = 0; b < bins; ++b) {
     if (weight[b] > 0) heat[b] = static_cast<float>(heat[b] / weight[b]);
