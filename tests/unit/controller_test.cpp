@@ -9,12 +9,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -689,6 +692,45 @@ TEST(Controller, HeatmapHasOneHistoryRowPerStep) {
   EXPECT_EQ(history[4][20].get<float>(), 0.0F) << "warm MiB before t0 + 5 s";
   EXPECT_GT(history[5][20].get<float>(), 0.0F) << "warm MiB at t0 + 5 s";
   EXPECT_FALSE(loop.heatmap(kShell, 4, kT0 + 7 * kSec));
+}
+
+// The heatmap row walks runs (a chunk of alike pages at once, cut where a bin or
+// a mapping ends): the same row as page by page, with chunks that span bins.
+TEST(Controller, TheHeatmapRowByRunsIsTheRowPageByPage) {
+  constexpr std::uint64_t kBase = 0x7f0000000000;
+  constexpr std::uint64_t kHuge = 2 * kMiB;
+  Target t;
+  t.vmas = {{kBase, kBase + 3 * kMiB}, {kBase + 4 * kMiB, kBase + 8 * kMiB}};
+  t.heat = std::make_unique<policy::HeatTable>();
+  for (const auto& v : t.vmas) t.heat->track(v, 0, kSec);
+  // Whole chunks stay alike (one run each); the 1 MiB after the first is a page each.
+  for (std::uint64_t c = 0; c < 4; ++c) {
+    const AddrRange r{kBase + c * kHuge, kBase + (c + 1) * kHuge};
+    if (c == 0 || c >= 2) {
+      t.heat->add(RegionAccess{
+          .range = r, .nr_accesses = static_cast<std::uint32_t>(2 * c + 1), .time = 2 * kSec});
+    }
+  }
+  t.heat->add(AccessSample{.addr = kBase + 2 * kMiB + 8192, .time = 2 * kSec, .weight = 9});
+  const std::size_t bins = 5;  // 7 MiB tracked: bins of 1.4 MiB, chunks across them
+  const TimeNs now = 3 * kSec;
+  std::vector<double> sum(bins, 0.0);
+  std::vector<double> weight(bins, 0.0);
+  t.heat->for_each_unit(now, [&](const policy::HeatUnit& u) {
+    const std::uint64_t off = u.range.start < kBase + 4 * kMiB
+                                  ? u.range.start - kBase
+                                  : 3 * kMiB + (u.range.start - kBase - 4 * kMiB);
+    const std::size_t b = std::min<std::size_t>(bins - 1, off * bins / (7 * kMiB));
+    sum[b] += u.heat * static_cast<double>(u.range.bytes());
+    weight[b] += static_cast<double>(u.range.bytes());
+  });
+  const std::vector<float> row = bin_heat(t, bins, now);
+  ASSERT_EQ(row.size(), bins);
+  for (std::size_t b = 0; b < bins; ++b) {
+    ASSERT_GT(weight[b], 0.0);
+    EXPECT_NEAR(row[b], sum[b] / weight[b], 1e-4 * (1.0 + sum[b] / weight[b])) << "bin " << b;
+  }
+  EXPECT_GT(row[4], row[0]) << "the last chunk is the hottest";
 }
 
 TEST(Controller, ReportsOutsideTheTrackedMappingsAreIgnored) {
