@@ -57,21 +57,42 @@ HeatTable::HeatTable(HeatParams params)
 
 // `pages`: how many pages share the state `s` (a chunk's pages alike).
 void HeatTable::touch(HeatState& s, std::uint32_t tick, std::uint64_t pages) {
-  const std::uint64_t bytes = pages * kPageSize;
   if ((s.flags & HeatState::kDemoted) != 0) {
     s.flags &= static_cast<std::uint16_t>(~HeatState::kDemoted);
     events_.touched_demoted_pages += pages;
     const bool soon = tick >= s.last_moved && tick - s.last_moved < misdemotion_ticks_;
-    if (soon) {
-      s.set_strikes(s.strikes() + 1);
-      events_.misdemoted_bytes += bytes;
-    } else {
-      // Cold when it went, in use again now: a reactivation, not a mistake.
-      s.set_strikes(0);
-      events_.reactivated_bytes += bytes;
-    }
+    s.flags |= HeatState::kReturned;
+    if (soon) s.flags |= HeatState::kReturnedSoon;
+  } else if ((s.flags & HeatState::kReturned) != 0) {
+    judge_return(s, pages * kPageSize);
   }
-  s.flags |= HeatState::kTouched;
+  s.flags |= HeatState::kTouched | HeatState::kUsed;
+}
+
+void HeatTable::judge_return(HeatState& s, std::uint64_t bytes) {
+  if ((s.flags & HeatState::kReturnedSoon) != 0) {
+    s.set_strikes(s.strikes() + 1);
+    events_.misdemoted_bytes += bytes;
+  } else {
+    // Cold when it went, in use again now: a reactivation, not a mistake.
+    s.set_strikes(0);
+    events_.reactivated_bytes += bytes;
+  }
+  s.flags &= static_cast<std::uint16_t>(~(HeatState::kReturned | HeatState::kReturnedSoon));
+}
+
+void HeatTable::anticipate(std::uint64_t addr, std::uint32_t tick) {
+  const std::uint64_t from = page_down(addr) + kPageSize;
+  for_each_page({from, from + params_.frontier_bytes}, [&](HeatState* s, std::uint64_t) {
+    if (s == nullptr) return false;  // nothing tracked there
+    if (!s->tracked() || (s->flags & HeatState::kUsed) != 0) return false;
+    if (tick > s->last_access) {
+      s->heat = decay_.heat_at(*s, tick);
+      s->last_access = tick;
+    }
+    s->flags |= HeatState::kAhead;
+    return false;
+  });
 }
 
 void HeatTable::add_events(HeatState& s, double events, std::uint32_t tick) const {
@@ -229,7 +250,11 @@ void HeatTable::add(const AccessSample& sample) {
   HeatState& s = c.pages[(sample.addr % kHugePageSize) / kPageSize];
   if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
   touch(s, tick, 1);
+  // A sample of several accesses (a page that faulted twice between drains, a
+  // PMU sample standing for its period) is a second touch too.
+  if (sample.weight > 1 && (s.flags & HeatState::kReturned) != 0) judge_return(s, kPageSize);
   add_events(s, events, tick);
+  if (params_.frontier_bytes > 0) anticipate(sample.addr, tick);
 }
 
 void HeatTable::add(const RegionAccess& r) {
@@ -279,8 +304,13 @@ namespace {
 void moved(HeatState& s, std::int16_t n, std::uint32_t tick, bool demotion) {
   s.node = n;
   s.last_moved = tick;
-  s.flags &= static_cast<std::uint16_t>(~(HeatState::kDemoted | HeatState::kTouched));
-  if (demotion) s.flags |= HeatState::kDemoted;
+  s.flags &=
+      static_cast<std::uint16_t>(~(HeatState::kDemoted | HeatState::kTouched | HeatState::kAhead));
+  // Demoted again with a return unjudged: it was touched once, a one-off.
+  if (demotion) {
+    s.flags &= static_cast<std::uint16_t>(~(HeatState::kReturned | HeatState::kReturnedSoon));
+    s.flags |= HeatState::kDemoted;
+  }
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ struct HeatState {
   std::uint32_t last_access = 0;  // tick of the last access (or of first tracking)
   std::uint32_t last_moved = 0;   // tick of the last move; 0: never moved
   std::int16_t node = -1;         // NUMA node; -1: unknown
-  std::uint16_t flags = 0;        // kTracked, kDemoted, kTouched, strikes
+  std::uint16_t flags = 0;        // kTracked, kDemoted, kTouched, strikes, kUsed, kAhead
 
   static constexpr std::uint16_t kTracked = 1;
   // The last move was a demotion by kvtier (mark_moved with demotion = true).
@@ -61,6 +61,20 @@ struct HeatState {
   static constexpr unsigned kStrikeShift = 3;
   static constexpr std::uint16_t kStrikeMask = 7U << kStrikeShift;
   static constexpr unsigned kMaxStrikes = 7;
+  // Page-level evidence of an access came at some time since it was tracked:
+  // the page holds data. Never set: as it was when tracked (allocated, maybe
+  // cleared, never used since: the unfilled part of a buffer).
+  static constexpr std::uint16_t kUsed = 1U << 6;
+  // Never used, and just past a page accessed lately (HeatParams::frontier_bytes):
+  // the next to be filled. Cleared when kvtier moves it.
+  static constexpr std::uint16_t kAhead = 1U << 7;
+  // Touched once since kvtier demoted it (kReturnedSoon: within the mis-demotion
+  // window): one touch is weak evidence (a copy read once, a read a little past
+  // the data), so the return is judged at the next touch, after a promotion
+  // too: a mis-demotion or a reactivation then, neither if none comes before the
+  // next demotion.
+  static constexpr std::uint16_t kReturned = 1U << 8;
+  static constexpr std::uint16_t kReturnedSoon = 1U << 9;
   [[nodiscard]] bool tracked() const { return (flags & kTracked) != 0; }
   [[nodiscard]] unsigned strikes() const { return (flags & kStrikeMask) >> kStrikeShift; }
   bool operator==(const HeatState&) const = default;
@@ -113,12 +127,24 @@ struct HeatParams {
   // promote, on a demoted page a check of the demotion. A weaker report only
   // keeps its pages warm (no demotion of what may be in use). 0: never.
   double region_touch_share = 0.0;
+  // Memory that grows forward (a KV cache appending rows, an arena filling up):
+  // a point sample at a page also counts as an access, at the same time, to the
+  // pages never used since tracked (HeatState::kUsed) in the `frontier_bytes`
+  // after it. They are what is written next: kept warm while the pages before
+  // them are in use (not demoted as cold behind an active frontier), and on a
+  // slow node they are promotion candidates with it (HeatUnit::ahead). Used
+  // pages in that span keep their own evidence. 0: off. kPage only. kvtierd
+  // leaves it off: with 128 KiB against llama-server it seldom fired (its
+  // evidence, NUMA hint faults, came too seldom) and its promotions on the slow
+  // node were churn (docs/llama-server.md).
+  std::uint64_t frontier_bytes = 0;
 };
 
 // What the table learnt from samples about its demoted pages since the last
 // take_events(): bytes accessed again within the mis-demotion window of their
 // demotion (mis-demoted), and bytes accessed later (reactivated: cold when
-// demoted, in use again now).
+// demoted, in use again now), each counted at the second touch since the
+// demotion (HeatState::kReturned): a page touched once is neither.
 struct HeatEvents {
   std::uint64_t misdemoted_bytes = 0;
   std::uint64_t reactivated_bytes = 0;
@@ -138,6 +164,8 @@ struct HeatUnit {
   bool huge = false;
   bool demoted = false;  // kvtier's last move of it was a demotion
   bool touched = false;  // page-level evidence of an access since the last move
+  // Never used since tracked, just past a page accessed since (HeatParams::frontier_bytes).
+  bool ahead = false;
   unsigned strikes = 0;  // mis-demotions in a row
 };
 
@@ -197,14 +225,16 @@ class HeatTable {
 
  private:
   [[nodiscard]] HeatUnit unit_of(const HeatState& s, AddrRange range, std::uint32_t tick) const {
-    return HeatUnit{.range = range,
-                    .heat = decay_.heat_at(s, tick),
-                    .last_access = s.last_access,
-                    .last_moved = s.last_moved,
-                    .node = s.node,
-                    .demoted = (s.flags & HeatState::kDemoted) != 0,
-                    .touched = (s.flags & HeatState::kTouched) != 0,
-                    .strikes = s.strikes()};
+    return HeatUnit{
+        .range = range,
+        .heat = decay_.heat_at(s, tick),
+        .last_access = s.last_access,
+        .last_moved = s.last_moved,
+        .node = s.node,
+        .demoted = (s.flags & HeatState::kDemoted) != 0,
+        .touched = (s.flags & HeatState::kTouched) != 0,
+        .ahead = (s.flags & (HeatState::kAhead | HeatState::kUsed)) == HeatState::kAhead,
+        .strikes = s.strikes()};
   }
   struct Chunk {
     bool huge = false;
@@ -221,6 +251,10 @@ class HeatTable {
   void add_events(HeatState& s, double events, std::uint32_t tick) const;
   // Page-level evidence of an access at `tick` to the `pages` pages in state `s`.
   void touch(HeatState& s, std::uint32_t tick, std::uint64_t pages);
+  // A second touch since the demotion: the return was real (HeatState::kReturned).
+  void judge_return(HeatState& s, std::uint64_t bytes);
+  // The never-used pages in the frontier_bytes past the page at `addr`, accessed at `tick`.
+  void anticipate(std::uint64_t addr, std::uint32_t tick);
   void observe_node(HeatState& s, std::int16_t n, std::uint64_t bytes);
   Chunk& chunk_for(std::uint64_t addr);
   // Gives the chunk one state per page (each `same`).
@@ -277,6 +311,8 @@ void HeatTable::for_each_run(TimeNs now, F&& visit) const {
         u.node = !any || u.node == s.node ? s.node : -1;
         u.demoted = u.demoted || (s.flags & HeatState::kDemoted) != 0;
         u.touched = u.touched || (s.flags & HeatState::kTouched) != 0;
+        u.ahead =
+            u.ahead || (s.flags & (HeatState::kAhead | HeatState::kUsed)) == HeatState::kAhead;
         u.strikes = std::max(u.strikes, s.strikes());
         any = true;
         if (!chunk.pages) break;  // every page alike

@@ -101,8 +101,9 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u, bool unseen) const {
       return fmt::format(
           "accessed on the slow node since it was moved there ({}): waiting for migration "
           "budget or DRAM room (see plan notes)",
-          u.touched
-              ? "page-level evidence"
+          u.touched ? "page-level evidence"
+          : u.ahead
+              ? "never used, just past a page accessed since: the next a growing buffer fills"
               : fmt::format("heat {:.2f}/s >= promote_heat {:.2f}/s", u.heat, pol.promote_heat));
     case Rule::kStaysOnSlow:
       return pol.promote ? fmt::format("cold on the slow node: not accessed since it came, idle {}",
@@ -126,7 +127,10 @@ std::string GroupRules::words(Rule rule, const HeatUnit& u, bool unseen) const {
         return watermark_ ? "cold_age is off: demoted only while above dram_limit or keep_free"
                           : "cold_age is off and no dram_limit or keep_free: never demoted";
       }
-      return fmt::format("warm: idle {} < cold_age {}{}", format_duration(idle), dur(cold_ticks_),
+      return fmt::format("warm: idle {} < cold_age {}{}{}", format_duration(idle), dur(cold_ticks_),
+                         u.ahead ? " (never used, just past a page accessed then: the next a "
+                                   "growing buffer fills)"
+                                 : "",
                          watermark_ ? "; demoted only while above dram_limit or keep_free" : "");
     case Rule::kCooling:
       if (unseen && unseen_ticks_ > effective_ticks_) {

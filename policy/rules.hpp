@@ -25,15 +25,18 @@ enum class Rule : std::uint8_t {
   kUnknownNode,      // not resident (never touched, swapped out) or on an unknown node
   kExcluded,         // in a range the config excludes: never moved
   kAccessedOnSlow,   // on a slow node and accessed since it got there (page-level
-                     // evidence), or heat >= promote_heat: a promotion candidate
+                     // evidence), never used and just past a page accessed since
+                     // (HeatUnit::ahead: the next a growing buffer fills), or
+                     // heat >= promote_heat: a promotion candidate
   kStaysOnSlow,      // on a slow node, not accessed since (or promotion off)
   kRecentlyMoved,    // on a fast node, moved here less than min_residence ago: stays
   kProtected,        // on a fast node, mis-demoted lately: stays for a while that
                      // doubles with every mis-demotion in a row
   kHot,              // on a fast node, heat > demote_heat: stays
   kNowhereToDemote,  // on a fast node that has no demotion node for this group
-  kWarm,             // on a fast node, idle < cold_age: demoted only under the group's
-                     // own limits (dram_limit, keep_free)
+  kWarm,             // on a fast node, idle < cold_age (a never-used page just past
+                     // an access counts as accessed with it: HeatParams::frontier_bytes):
+                     // demoted only under the group's own limits (dram_limit, keep_free)
   kCooling,          // on a fast node, cold_age <= idle < the effective cold age (raised
                      // by mis-demotions; at least twice cold_age for a target whose DRAM
                      // reads go unseen): demoted only to keep DRAM headroom
@@ -75,7 +78,7 @@ class GroupRules {
     if (id >= slow_.size() || present_[id] == 0) return Rule::kUnknownNode;
     if (!exclude_.empty() && excluded(u.range)) return Rule::kExcluded;
     if (slow_[id] != 0) {
-      const bool accessed = u.touched || u.heat >= promote_heat_;
+      const bool accessed = u.touched || u.ahead || u.heat >= promote_heat_;
       return promote_ && accessed ? Rule::kAccessedOnSlow : Rule::kStaysOnSlow;
     }
     if (u.last_moved != 0 && now_tick_ - std::min(now_tick_, u.last_moved) < residence_ticks_) {

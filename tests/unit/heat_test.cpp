@@ -180,9 +180,12 @@ TEST(Heat, ChunkOfAlikePagesIsOneStateUntilEvidenceTellsThemApart) {
                            .nr_accesses = 10,
                            .max_nr_accesses = 10,
                            .time = 3 * kSec});
-  const HeatEvents ev = touched.take_events();
-  EXPECT_EQ(ev.touched_demoted_pages, kPagesPerChunk);
-  EXPECT_EQ(ev.misdemoted_bytes, kHugePageSize);
+  EXPECT_EQ(touched.take_events().touched_demoted_pages, kPagesPerChunk);
+  touched.add(RegionAccess{.range = {kBase, kBase + kHugePageSize},
+                           .nr_accesses = 10,
+                           .max_nr_accesses = 10,
+                           .time = 4 * kSec});
+  EXPECT_EQ(touched.take_events().misdemoted_bytes, kHugePageSize) << "touched twice";
   touched.set_node({kBase, kBase + kHugePageSize}, 0);
   EXPECT_EQ(touched.take_events().moved_by_kernel_bytes, kHugePageSize);
   EXPECT_LT(touched.memory_bytes(), 1024U);
@@ -295,33 +298,68 @@ TEST(Heat, AnAccessSoonAfterADemotionIsAMisdemotionAndStrikes) {
   ASSERT_TRUE(u);
   EXPECT_TRUE(u->demoted);
   EXPECT_FALSE(u->touched);
-  // Touched 3 s after the demotion: mis-demoted; the other page stays demoted.
+  // Touched 3 s after the demotion: evidence to promote, but one touch is not yet
+  // a mis-demotion; the other page stays demoted.
   t.add(AccessSample{.addr = kBase, .time = 103 * kSec});
   u = t.at(kBase, 103 * kSec);
   EXPECT_FALSE(u->demoted);
   EXPECT_TRUE(u->touched);
-  EXPECT_EQ(u->strikes, 1U);
+  EXPECT_EQ(u->strikes, 0U);
   EXPECT_TRUE(t.at(kBase + kPageSize, 103 * kSec)->demoted);
   HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, 0U);
+  EXPECT_EQ(ev.touched_demoted_pages, 1U);
+  // Promoted, and touched again: the return was real, judged by its first touch's time.
+  t.mark_moved({kBase, kBase + kPageSize}, 0, 103 * kSec);
+  t.add(AccessSample{.addr = kBase, .time = 115 * kSec});
+  EXPECT_EQ(t.at(kBase, 115 * kSec)->strikes, 1U);
+  ev = t.take_events();
   EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
   EXPECT_EQ(ev.reactivated_bytes, 0U);
-  EXPECT_EQ(ev.touched_demoted_pages, 1U);
+  EXPECT_EQ(ev.touched_demoted_pages, 0U);
   EXPECT_EQ(t.take_events().misdemoted_bytes, 0U) << "taken once";
-  // Demoted again and touched again soon: a second strike in a row.
+  // Demoted again and touched again soon, twice in one sample: a second strike in a row.
   t.mark_moved(two, 1, 200 * kSec, true);
-  t.add(AccessSample{.addr = kBase, .time = 201 * kSec});
+  t.add(AccessSample{.addr = kBase, .time = 201 * kSec, .weight = 2});
   EXPECT_EQ(t.at(kBase, 201 * kSec)->strikes, 2U);
-  // Demoted and touched only after the window: a reactivation, strikes reset.
+  // Demoted and touched twice only after the window: a reactivation, strikes reset.
   t.mark_moved(two, 1, 300 * kSec, true);
   t.add(AccessSample{.addr = kBase, .time = 320 * kSec});
-  EXPECT_EQ(t.at(kBase, 320 * kSec)->strikes, 0U);
+  t.add(AccessSample{.addr = kBase, .time = 321 * kSec});
+  EXPECT_EQ(t.at(kBase, 321 * kSec)->strikes, 0U);
   ev = t.take_events();
   EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
   EXPECT_EQ(ev.reactivated_bytes, kPageSize);
   // A promotion (not a demotion) leaves nothing to judge.
   t.mark_moved(two, 0, 400 * kSec, false);
   t.add(AccessSample{.addr = kBase + kPageSize, .time = 401 * kSec});
-  EXPECT_EQ(t.take_events().touched_demoted_pages, 0U);
+  t.add(AccessSample{.addr = kBase + kPageSize, .time = 402 * kSec});
+  ev = t.take_events();
+  EXPECT_EQ(ev.touched_demoted_pages, 0U);
+  EXPECT_EQ(ev.misdemoted_bytes + ev.reactivated_bytes, 0U);
+}
+
+// One touch of a demoted page (a copy read once, a read a little past the rows
+// in use) is weak evidence: unless a second follows before the next demotion,
+// it is neither a mis-demotion nor a reactivation, and it adds no strike.
+TEST(Heat, ATouchedOnceDemotedPageIsNeitherAMisdemotionNorAReturn) {
+  HeatTable t({.half_life = 10 * kSec, .misdemotion_window = 10 * kSec});
+  const AddrRange page{kBase, kBase + kPageSize};
+  t.track(page, 0, 0);
+  t.mark_moved(page, 1, 100 * kSec, true);
+  t.add(AccessSample{.addr = kBase, .time = 101 * kSec});
+  t.mark_moved(page, 0, 101 * kSec);        // promoted at the touch
+  t.mark_moved(page, 1, 130 * kSec, true);  // idle again, demoted again: a one-off
+  HeatEvents ev = t.take_events();
+  EXPECT_EQ(ev.touched_demoted_pages, 1U);
+  EXPECT_EQ(ev.misdemoted_bytes, 0U);
+  EXPECT_EQ(ev.reactivated_bytes, 0U);
+  EXPECT_EQ(t.at(kBase, 130 * kSec)->strikes, 0U);
+  // Its next touch is the first of this demotion's, not the second of the last.
+  t.add(AccessSample{.addr = kBase, .time = 131 * kSec});
+  ev = t.take_events();
+  EXPECT_EQ(ev.misdemoted_bytes, 0U);
+  EXPECT_EQ(ev.touched_demoted_pages, 1U);
 }
 
 TEST(Heat, MemoryTouchedThenFoundElsewhereWasMovedByTheKernel) {
@@ -334,8 +372,10 @@ TEST(Heat, MemoryTouchedThenFoundElsewhereWasMovedByTheKernel) {
   t.set_node({kBase + kPageSize, kBase + 2 * kPageSize}, 1);  // as kvtier left it
   const HeatEvents ev = t.take_events();
   EXPECT_EQ(ev.moved_by_kernel_bytes, kPageSize);
-  EXPECT_EQ(ev.misdemoted_bytes, kPageSize);
+  EXPECT_EQ(ev.misdemoted_bytes, 0U) << "touched once so far";
   EXPECT_FALSE(t.at(kBase, 11 * kSec)->touched);
+  t.add(AccessSample{.addr = kBase, .time = 12 * kSec});
+  EXPECT_EQ(t.take_events().misdemoted_bytes, kPageSize) << "the second touch, in DRAM";
   EXPECT_TRUE(t.at(kBase + kPageSize, 11 * kSec)->demoted);
 }
 
@@ -364,9 +404,14 @@ TEST(Heat, StrongRegionReportsTouchWeakOnesOnlyKeepWarm) {
   EXPECT_EQ(strong->last_access, to_tick(50 * kSec));
   EXPECT_TRUE(strong->touched);
   EXPECT_FALSE(strong->demoted);
+  EXPECT_EQ(t.take_events().touched_demoted_pages, 2U);
+  t.add(RegionAccess{.range = {kBase + 2 * kPageSize, kBase + 4 * kPageSize},
+                     .nr_accesses = 6,
+                     .max_nr_accesses = 10,
+                     .time = 51 * kSec});
   const HeatEvents ev = t.take_events();
-  EXPECT_EQ(ev.misdemoted_bytes, 2 * kPageSize) << "touched 5 s after its demotion";
-  EXPECT_EQ(ev.touched_demoted_pages, 2U);
+  EXPECT_EQ(ev.misdemoted_bytes, 2 * kPageSize) << "touched 5 s after its demotion, and again";
+  EXPECT_EQ(ev.touched_demoted_pages, 0U);
 
   HeatTable never(HeatParams{});
   never.track({kBase, kBase + kPageSize}, 0, 0);
@@ -375,6 +420,57 @@ TEST(Heat, StrongRegionReportsTouchWeakOnesOnlyKeepWarm) {
                          .max_nr_accesses = 10,
                          .time = 50 * kSec});
   EXPECT_FALSE(never.at(kBase, 50 * kSec)->touched) << "region_touch_share 0: never";
+}
+
+// A buffer that grows forward (a KV cache appending rows): a sample at a page
+// counts, at its time, for the pages never used since tracked in the
+// frontier_bytes after it; used pages keep their own evidence; off at 0.
+TEST(Heat, APageAccessedKeepsTheNeverUsedPagesJustPastItWarm) {
+  HeatTable t({.half_life = 10 * kSec, .frontier_bytes = 4 * kPageSize});
+  const auto page = [](std::uint64_t i) { return kBase + i * kPageSize; };
+  t.track({page(0), page(16)}, 0, 0);
+  t.add(AccessSample{.addr = page(5), .time = 1 * kSec});
+  t.add(AccessSample{.addr = page(3), .time = 20 * kSec});
+  const std::uint32_t at20 = to_tick(20 * kSec);
+  EXPECT_TRUE(t.at(page(3), 20 * kSec)->touched);
+  EXPECT_FALSE(t.at(page(3), 20 * kSec)->ahead) << "the accessed page itself is used";
+  for (const std::uint64_t i : {4U, 6U, 7U}) {
+    const auto u = t.at(page(i), 20 * kSec);
+    EXPECT_EQ(u->last_access, at20) << "page " << i;
+    EXPECT_TRUE(u->ahead) << "page " << i;
+    EXPECT_FALSE(u->touched) << "page " << i << ": no evidence of its own";
+    EXPECT_EQ(u->heat, 0.0F) << "page " << i << ": no heat of its own";
+  }
+  EXPECT_EQ(t.at(page(5), 20 * kSec)->last_access, to_tick(1 * kSec)) << "used: its own evidence";
+  EXPECT_FALSE(t.at(page(5), 20 * kSec)->ahead);
+  EXPECT_EQ(t.at(page(8), 20 * kSec)->last_access, to_tick(1 * kSec))
+      << "4 pages past page 5's sample at 1 s, past page 3's at 20 s";
+  EXPECT_EQ(t.at(page(10), 20 * kSec)->last_access, 0U) << "past both";
+  // The frontier moves on: page 7 used now, 8 to 11 ahead; page 12 not.
+  t.add(AccessSample{.addr = page(7), .time = 30 * kSec});
+  EXPECT_FALSE(t.at(page(7), 30 * kSec)->ahead);
+  EXPECT_TRUE(t.at(page(11), 30 * kSec)->ahead);
+  EXPECT_EQ(t.at(page(11), 30 * kSec)->last_access, to_tick(30 * kSec));
+  EXPECT_EQ(t.at(page(12), 30 * kSec)->last_access, 0U);
+  // A late sample never makes a page look older.
+  t.add(AccessSample{.addr = page(3), .time = 15 * kSec});
+  EXPECT_EQ(t.at(page(4), 30 * kSec)->last_access, at20);
+  // Across a chunk's end, onto a slow node: ahead there too, until kvtier moves it.
+  const std::uint64_t edge = kBase + kHugePageSize;
+  t.track({edge - kPageSize, edge}, 0, 0);
+  t.track({edge, edge + 4 * kPageSize}, 1, 0);
+  t.add(AccessSample{.addr = edge - kPageSize, .time = 40 * kSec});
+  const auto slow = t.at(edge + kPageSize, 40 * kSec);
+  EXPECT_TRUE(slow->ahead);
+  EXPECT_EQ(slow->node, 1);
+  t.mark_moved({edge, edge + 4 * kPageSize}, 0, 41 * kSec);
+  EXPECT_FALSE(t.at(edge + kPageSize, 41 * kSec)->ahead) << "moved: no longer a candidate";
+  // Off: nothing past the page changes.
+  HeatTable off({.half_life = 10 * kSec});
+  off.track({page(0), page(4)}, 0, 0);
+  off.add(AccessSample{.addr = page(0), .time = 20 * kSec});
+  EXPECT_EQ(off.at(page(1), 20 * kSec)->last_access, 0U);
+  EXPECT_FALSE(off.at(page(1), 20 * kSec)->ahead);
 }
 
 }  // namespace

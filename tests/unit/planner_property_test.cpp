@@ -77,7 +77,8 @@ World random_world(std::mt19937_64& rng) {
     const auto gran = coin(0.25) ? Granularity::kRegion : Granularity::kPage;
     auto table = std::make_unique<HeatTable>(HeatParams{.half_life = w.groups[g].policy.half_life,
                                                         .granularity = gran,
-                                                        .misdemotion_window = pick(1, 60) * kSec});
+                                                        .misdemotion_window = pick(1, 60) * kSec,
+                                                        .frontier_bytes = pick(0, 32) * kPageSize});
     const std::uint64_t npages = pick(1, 1024);
     const std::uint64_t base = 0x10000000;
     for (std::uint64_t i = 0; i < npages;) {
@@ -104,7 +105,10 @@ World random_world(std::mt19937_64& rng) {
       const AddrRange r{a, a + pick(1, 16) * kPageSize};
       const TimeNs at = pick(200, 290) * kSec;
       table->mark_moved(r, 1, at, true);
-      table->add(AccessSample{.addr = r.start, .time = at + pick(1, 10) * kSec, .weight = 1});
+      // Touched once (weak evidence) or twice (a mis-demotion, a strike: HeatState::kReturned).
+      table->add(AccessSample{.addr = r.start,
+                              .time = at + pick(1, 10) * kSec,
+                              .weight = static_cast<std::uint32_t>(pick(1, 2))});
       if (coin(0.5)) table->set_node(r, 0);
     }
     if (gran == Granularity::kRegion) table->compact(300 * kSec);
@@ -172,7 +176,8 @@ void check(const World& w, const Snapshot& snap, const Plan& plan, std::uint64_t
     EXPECT_FALSE(excluded(pol, u.unit.range));
     if (m.reason == MoveReason::kHotPromotion) {
       // Accessed on the slow node since it got there, whenever it got there.
-      EXPECT_TRUE(u.unit.touched || u.unit.heat >= static_cast<float>(pol.promote_heat));
+      EXPECT_TRUE(u.unit.touched || u.unit.ahead ||
+                  u.unit.heat >= static_cast<float>(pol.promote_heat));
       EXPECT_TRUE(pol.promote);
     } else {
       EXPECT_LE(u.unit.heat, static_cast<float>(pol.demote_heat));

@@ -5,6 +5,7 @@
 
 #include "policy/budget.hpp"
 #include "policy/planner.hpp"
+#include "policy/rules.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -605,6 +606,52 @@ TEST(TokenBucket, ReconfigureKeepsTheLevelAndClampsIt) {
   EXPECT_EQ(b.available(), 105U << 20);
   b.reconfigure(10 << 20, 64 << 20, kSec);
   EXPECT_EQ(b.available(), 64U << 20);
+}
+
+// A buffer that grows forward, cleared whole when allocated (llama.cpp's KV
+// cache): the never-used rows right past the rows in use are what the next
+// tokens write. While the frontier is active they stay in DRAM; the tail
+// beyond frontier_bytes goes cold; when the frontier idles for the cold age,
+// all of it goes. Such a page already on the slow node comes back with it.
+TEST(Planner, TheNeverUsedTailJustPastAnActiveFrontierStays) {
+  const auto table = [](Fixture& f) -> HeatTable& {
+    f.tables.push_back(std::make_unique<HeatTable>(
+        HeatParams{.half_life = 10 * kSec, .frontier_bytes = 16 * kPageSize}));
+    f.snap.targets.push_back(TargetView{.pid = 100, .heat = f.tables.back().get()});
+    return *f.tables.back();
+  };
+  const auto fill = [](HeatTable& t, std::uint64_t rows, TimeNs when) {
+    for (std::uint64_t i = 0; i < rows; ++i) {
+      t.add(AccessSample{.addr = pages(i, 1).start, .time = when});
+    }
+  };
+  Fixture f;
+  HeatTable& t = table(f);
+  t.track(pages(0, 64), 0, kNow - 100 * kSec);  // cleared at start: present, never used since
+  fill(t, 10, kNow - kSec);                     // pages 0 to 9 written a second ago
+  const Plan p = f.run();
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(26, 38)) << "pages 10 to 25: ahead of the frontier";
+  EXPECT_EQ(p.moves[0].reason, MoveReason::kColdAge);
+  const GroupRules rules(f.groups[0], NodeFacts(f.topo), kNow);
+  EXPECT_THAT(explain_unit(rules, *t.at(pages(25, 1).start, kNow), p.moves).why,
+              HasSubstr("never used, just past a page accessed then"));
+
+  Fixture idle;
+  HeatTable& u = table(idle);
+  u.track(pages(0, 64), 0, kNow - 100 * kSec);
+  fill(u, 10, kNow - 40 * kSec);  // the frontier idle for longer than the cold age
+  const Plan q = idle.run();
+  EXPECT_EQ(bytes_with(q, MoveReason::kColdAge), 64 * kPageSize);
+
+  Fixture slow;
+  HeatTable& v = table(slow);
+  v.track(pages(0, 8), 0, kNow - 100 * kSec);
+  v.track(pages(8, 8), 1, kNow - 100 * kSec);  // placed on the slow node when cleared
+  fill(v, 8, kNow - kSec);
+  const Plan r = slow.run();
+  EXPECT_EQ(bytes_with(r, MoveReason::kHotPromotion), 8 * kPageSize);
+  EXPECT_EQ(bytes_with(r, MoveReason::kColdAge), 0U);
 }
 
 }  // namespace

@@ -81,6 +81,11 @@ TEST(Rules, EachRuleInItsOrder) {
   HeatUnit touched = unit(1, 0.0F, 0, 5 * kSec);
   touched.touched = true;
   EXPECT_EQ(rules.classify(touched), Rule::kAccessedOnSlow);
+  // Never used, just past a page accessed since: the next a growing buffer fills.
+  HeatUnit ahead = unit(1, 0.0F, 100 * kSec);
+  ahead.ahead = true;
+  EXPECT_EQ(rules.classify(ahead), Rule::kAccessedOnSlow);
+  EXPECT_THAT(rules.words(Rule::kAccessedOnSlow, ahead), HasSubstr("never used"));
   EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 10 * kSec)), Rule::kRecentlyMoved);
   EXPECT_EQ(rules.classify(unit(0, 0, 100 * kSec, 61 * kSec)), Rule::kCold);
   // Mis-demoted twice: cold_age << 2 = 120 s after that demotion.
