@@ -334,6 +334,26 @@ std::string ControlServer::no_slot_for(const PeerCred& peer) const {
   return "";
 }
 
+bool ControlServer::evict_idle_for(const PeerCred& peer, TimeNs now) {
+  if (peer.uid != 0 && peer.uid != daemon_uid_) return false;
+  const Client* oldest = nullptr;
+  for (const auto& [fd, c] : clients_) {
+    const bool idle = c->request_started == 0 && c->reply_queued == 0 && !c->closing &&
+                      c->in.pending() == 0 && now - c->last_active >= ns(opts_.evict_idle_after);
+    if (idle && (oldest == nullptr || c->last_active < oldest->last_active)) oldest = c.get();
+  }
+  if (oldest == nullptr) return false;
+  ++evicted_;
+  log_.log(spdlog::level::warn, "control socket: idle clients closed for root",
+           fmt::format("control socket: closed idle uid {} pid {} to make room for uid {} pid {}",
+                       oldest->peer.uid, oldest->peer.pid, peer.uid, peer.pid),
+           now);
+  const std::string line = encode_error("idle connection closed to make room for root");
+  [[maybe_unused]] auto n = send(oldest->fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close_client(oldest->fd);
+  return true;
+}
+
 void ControlServer::refuse(int fd, const PeerCred& peer, std::string_view kind,
                            const std::string& why) {
   log_.log(spdlog::level::warn, fmt::format("control socket: {}", kind),
@@ -370,7 +390,8 @@ void ControlServer::on_accept() {
       refuse(fd, *peer, "rejected peers", allowed.error().message);
       continue;
     }
-    if (std::string why = no_slot_for(*peer); !why.empty()) {
+    if (std::string why = no_slot_for(*peer);
+        !why.empty() && !(evict_idle_for(*peer, monotonic_now()) && no_slot_for(*peer).empty())) {
       ++refused_full_;
       refuse(fd, *peer, "refused connections (no free slot)", why);
       continue;

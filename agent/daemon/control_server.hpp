@@ -43,6 +43,11 @@ struct ControlSocketOptions {
   // reply is dropped (kvtierctl sends a line and reads the reply at once).
   std::chrono::milliseconds idle_timeout{10000};
   std::chrono::milliseconds request_timeout{5000};
+  // Root and kvtierd's own user are never locked out by idle connections: with
+  // every slot taken, the connection idle the longest (nothing in flight for at
+  // least evict_idle_after, so a client that has just connected keeps its
+  // slot) is closed to make room for them.
+  std::chrono::milliseconds evict_idle_after{1000};
   std::size_t max_request_bytes = kMaxRequestBytes;
   // A client that stops reading is dropped once this much output is queued.
   std::size_t max_pending_output = 64ULL << 20;
@@ -100,6 +105,8 @@ class ControlServer {
   [[nodiscard]] std::uint64_t refused_full() const { return refused_full_; }
   // Clients dropped for a timeout, an over-long request or unread replies.
   [[nodiscard]] std::uint64_t dropped_clients() const { return dropped_; }
+  // Idle clients closed to make room for root or kvtierd's own user.
+  [[nodiscard]] std::uint64_t evicted_clients() const { return evicted_; }
 
   // Drops clients past their deadlines and ends due log windows; a timer calls
   // it, tests may too.
@@ -122,6 +129,9 @@ class ControlServer {
       : loop_(loop), opts_(std::move(opts)), log_(LogLimiter::Options{}) {}
   // Why a peer that passed the credential check may not have a slot now, or "".
   [[nodiscard]] std::string no_slot_for(const PeerCred& peer) const;
+  // For root or kvtierd's user with no slot free: closes the client idle the
+  // longest (at least evict_idle_after); false when none is.
+  bool evict_idle_for(const PeerCred& peer, TimeNs now);
   void refuse(int fd, const PeerCred& peer, std::string_view kind, const std::string& why);
   void drop(int fd, const std::string& why);
   void on_accept();
@@ -144,6 +154,7 @@ class ControlServer {
   std::uint64_t rejected_ = 0;
   std::uint64_t refused_full_ = 0;
   std::uint64_t dropped_ = 0;
+  std::uint64_t evicted_ = 0;
   std::optional<EventLoop::TimerId> sweep_timer_;
   LogLimiter log_;
   std::map<std::string, Handler> commands_;

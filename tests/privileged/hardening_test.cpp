@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/daemon/control_client.hpp"
@@ -295,6 +296,29 @@ TEST(Hardening, IdleConnectionsFromOneUserCannotLockTheSocket) {
       << k.log();
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+}
+
+// Issue 37: root's own idle connections (64, the soak's) took every slot, and
+// `kvtierctl status` from root was refused until kvtierd closed them 10 s later.
+TEST(Hardening, IdleConnectionsDoNotLockRootOut) {
+  REQUIRE_ROOT();
+  Fixture dir;
+  Daemon k(dir, minimal_config());
+  ASSERT_TRUE(k.alive()) << k.log();
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int i = 0; i < 64; ++i) conns.push_back(std::make_unique<Conn>(k.sock));
+  // A client keeps its slot for evict_idle_after (1 s) after it connects; then
+  // root gets in, long before kvtierd closes idle ones (10 s).
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(wait_for(
+      [&] { return run(kBin + "kvtierctl --socket " + k.sock.string() + " status").code == 0; },
+      8s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  EXPECT_TRUE(
+      wait_for([&] { return k.log().find("to make room for uid 0") != std::string::npos; }, 5s))
+      << k.log();
+  EXPECT_THAT(k.log(), Not(HasSubstr("idle for 10000 ms")));
+  EXPECT_TRUE(k.alive()) << k.log();
 }
 
 // Defect 6: --check-config said "valid" and start-up then exited 1, which
