@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <span>
@@ -836,8 +837,43 @@ bool Controller::may_move(const StepContext& ctx) const {
   return deps_.mover && sources_run && !ctx.paused;
 }
 
-// Consecutive moves of one target to one node go to the mover together.
+namespace {
+
+// `ranges` in pieces of at most `piece` bytes (a multiple of 2 MiB): each range
+// cut at the multiples of `piece`, so a huge page is never cut, then packed.
+std::vector<std::vector<AddrRange>> in_pieces(std::span<const AddrRange> ranges,
+                                              std::uint64_t piece) {
+  std::vector<std::vector<AddrRange>> out(1);
+  std::uint64_t filled = 0;
+  for (const AddrRange& r : ranges) {
+    for (std::uint64_t a = r.start; a < r.end;) {
+      const AddrRange part{a, std::min(r.end, (a / piece + 1) * piece)};
+      if (filled + part.bytes() > piece && filled > 0) {
+        out.emplace_back();
+        filled = 0;
+      }
+      out.back().push_back(part);
+      filled += part.bytes();
+      a = part.end;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Consecutive moves of one target to one node go to the mover together, a
+// piece at a time, until the step's slice of move time is spent.
 void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry) {
+  const auto clock = deps_.move_clock ? deps_.move_clock : std::function<TimeNs()>(monotonic_now);
+  // A mover that moves in the background (DAMOS) gets each group whole, as before.
+  const bool sliced = deps_.mover->moves_in_call();
+  const std::uint64_t piece =
+      sliced ? std::max(kHugePageSize, deps_.move_piece_bytes / kHugePageSize * kHugePageSize)
+             : std::numeric_limits<std::uint64_t>::max();
+  const TimeNs start = clock();
+  std::uint64_t deferred = 0;
+  bool moved_any = false;
   std::vector<AddrRange> ranges;
   for (std::size_t i = 0; i < moves.size();) {
     std::size_t j = i;
@@ -848,8 +884,21 @@ void Controller::dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Tel
            (moves[j].reason == MoveReason::kHotPromotion) == promotion) {
       ranges.push_back(moves[j++].range);
     }
-    move(moves[i].pid, ranges, moves[i].to_node, !promotion, now, telemetry);
+    for (const auto& part : in_pieces(ranges, piece)) {
+      // At least one piece a dispatch, so a slow node still gets its moves.
+      if (sliced && moved_any && clock() - start >= deps_.move_slice_ns) {
+        for (const auto& r : part) deferred += r.bytes();
+        continue;
+      }
+      move(moves[i].pid, part, moves[i].to_node, !promotion, now, telemetry);
+      moved_any = true;
+    }
     i = j;
+  }
+  if (deferred > 0) {
+    telemetry.add("kvtier_move_deferred_bytes_total", {}, static_cast<double>(deferred));
+    spdlog::debug("move: {} ms spent, {} bytes of the plan left to the next step",
+                  (clock() - start) / 1'000'000, deferred);
   }
   state_.budget_bytes = bucket_.available();
 }

@@ -82,6 +82,14 @@ struct ControllerDeps {
   std::shared_ptr<SharedPools> pools = std::make_shared<SharedPools>();
   // The loop thread's CPU clock (LoopState::cpu). Null: CLOCK_THREAD_CPUTIME_ID.
   std::function<TimeNs()> thread_cpu;
+  // The loop thread also serves the control socket: a dispatch hands the mover
+  // at most move_piece_bytes a call (cut at 2 MiB boundaries) and, once it has
+  // moved for move_slice_ns by move_clock (null: monotonic), leaves the rest of
+  // the plan to the next step, so a status request waits at most a slice and a
+  // piece even on a node that takes seconds a MiB.
+  std::uint64_t move_piece_bytes = 4ULL << 20;
+  TimeNs move_slice_ns = 500'000'000;
+  std::function<TimeNs()> move_clock;
 };
 
 // With a process watcher, how often /proc is still read in full.

@@ -96,6 +96,7 @@ class DamosMover final : public Mover {
   ~DamosMover() override;
 
   [[nodiscard]] std::string_view name() const override { return "damos"; }
+  [[nodiscard]] bool moves_in_call() const override { return false; }
   // Starts the schemes if they are not running, then returns, for the schemes
   // migrating to `to_node`: requested = pages tried, moved = pages applied,
   // other = tried but not applied (filtered out, or migration failed).

@@ -40,6 +40,10 @@ class Mover {
   // by address): refused on every attempt, or skipped as refused before. The
   // control loop keeps them out of its plans (policy/pinned.hpp).
   virtual std::vector<std::pair<Pid, AddrRange>> take_refused() { return {}; }
+  // True when move() moves the given pages before it returns, so the caller may
+  // hand them over a piece at a time; false for a mover that only reports what
+  // the kernel did in the background since its last call (DAMOS).
+  [[nodiscard]] virtual bool moves_in_call() const { return true; }
 };
 
 }  // namespace kvtier::agent

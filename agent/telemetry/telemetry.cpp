@@ -47,6 +47,9 @@ Telemetry::Telemetry() {
   describe("kvtier_promotion_replans_total", MetricKind::kCounter,
            "Promotion ticks that used up the last plan's spare DRAM pages while pages accessed "
            "on a slow node waited for room, and planned again at once");
+  describe("kvtier_move_deferred_bytes_total", MetricKind::kCounter,
+           "Bytes of planned moves left to the next step because the step's slice of move time "
+           "ran out");
   describe("kvtier_loop_steps_total", MetricKind::kCounter,
            "Control-loop steps, by result (ok, error)");
   describe("kvtier_loop_duration_seconds", MetricKind::kHistogram,

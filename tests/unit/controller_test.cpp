@@ -284,7 +284,8 @@ struct Loop {
                 SourceKind source_kind = SourceKind::kFault, std::string_view config = kConfig,
                 bool process_events = false,
                 std::optional<std::pair<SourceKind, ScriptedSource::Script>> second = {},
-                bool kernel_tiering = false) {
+                bool kernel_tiering = false,
+                const std::function<void(ControllerDeps&)>& adjust = {}) {
     mem.place(kServer, {kPool, kPool + 4 * kMiB + 64 * 1024}, 0);
     mem.place(kShell, {kPool, kPool + 4 * kMiB}, 0);
     ControllerDeps deps{.paths = host.paths(),
@@ -312,6 +313,7 @@ struct Loop {
     mover = m.get();
     deps.mover = std::move(m);
     if (kernel_tiering) deps.tiering = std::make_unique<agent::KernelTiering>(host.paths());
+    if (adjust) adjust(deps);
     ctl = std::make_unique<Controller>(compile(config), std::move(deps), kT0);
   }
 
@@ -913,6 +915,38 @@ TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
   loop.step(kT0 + 26 * kSec);
   EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 3 * kMiB);
   EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
+}
+
+// Issue 37: a step moved its whole plan on the loop thread, and `kvtierctl
+// status` waited 120 s while kvsim's pool went to the CXL node at 2 MiB/s. The
+// mover gets pieces of at most 2 MiB here (cut at 2 MiB boundaries); once the
+// step has moved for its slice (5 ms of a clock each mover call advances by
+// 7 ms), the rest waits for the next step, which moves it.
+TEST(Controller, AStepMovesForItsSliceAndLeavesTheRestToTheNext) {
+  auto only_hot = [](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) touch(out, pid, kHot, now, 10);
+  };
+  TimeNs* clock = nullptr;
+  Loop loop(only_hot, true, SourceKind::kFault, kConfig, false, {}, false, [&](ControllerDeps& d) {
+    d.move_piece_bytes = 2 * kMiB;
+    d.move_slice_ns = 5'000'000;
+    d.move_clock = [&clock] { return *clock; };
+  });
+  clock = &loop.mem.cpu;
+  loop.steps_until(kT0 + 10 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 1U) << "one piece, then the slice is spent";
+  for (const auto& r : loop.mover->calls[0].ranges) {
+    EXPECT_TRUE(r.start >= kWarm.start && r.end <= kPool + 2 * kMiB) << "cut at kPool + 2 MiB";
+  }
+  const std::uint64_t first = loop.ctl->state().moved_total.bytes_moved;
+  EXPECT_EQ(first, kMiB);
+  EXPECT_EQ(loop.telemetry.value("kvtier_move_deferred_bytes_total", {}),
+            static_cast<double>(2 * kMiB));
+  loop.step(kT0 + 11 * kSec);
+  ASSERT_EQ(loop.mover->calls.size(), 2U);
+  EXPECT_EQ(loop.mover->calls[1].ranges, std::vector<AddrRange>{kCold});
+  EXPECT_EQ(loop.ctl->state().moved_total.bytes_moved, 3 * kMiB);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, {kWarm.start, kCold.end}, 1), 3 * kMiB);
 }
 
 // Issue 14: a reload rebuilt the bucket full, so every SIGHUP granted a burst.
