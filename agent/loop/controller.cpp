@@ -378,8 +378,10 @@ Result<void> Controller::refresh_memory_now() {
 }
 
 Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
-  const policy::Topology before = state_.topology;
+  const policy::Topology before =
+      stepped_topology_.nodes.empty() ? state_.topology : stepped_topology_;
   if (auto ok = read_topology_now(); !ok) return ok;
+  stepped_topology_ = state_.topology;
   note_topology_changes(before, state_, now, telemetry);
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   telemetry.set_node_memory(state_.topology);

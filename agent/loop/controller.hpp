@@ -216,6 +216,10 @@ class Controller {
   policy::TokenBucket bucket_;
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
+  // The topology as the last step read it: the promotion tick refreshes the
+  // nodes' memory in state_.topology between steps, and a change the tick saw
+  // first must still be one the step reports (it was lost half the time).
+  policy::Topology stepped_topology_;
   std::unique_ptr<RecordingWriter> recording_;
   // What the recording has said of each target (its mappings and thread count), to
   // write changes only.

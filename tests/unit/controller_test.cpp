@@ -917,6 +917,31 @@ TEST(Controller, TheTokenBucketIsTheOnlyBudget) {
   EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB);
 }
 
+// Issue 37 (the soak): the promotion tick re-reads the nodes' memory between
+// steps; when it saw node 1 come back first, the step found nothing changed and
+// never said "a demotion target again" (nor "no longer" when it went).
+TEST(Controller, AChangeThePromotionTickSawFirstIsStillReportedByTheStep) {
+  Loop loop;
+  const auto meminfo = loop.host.paths().sys / "devices/system/node/node1/meminfo";
+  std::ifstream in(meminfo);
+  const std::string online((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  loop.steps_until(kT0 + 2 * kSec);
+  loop.host.write("sys/devices/system/node/node1/meminfo",
+                  "Node 1 MemTotal:              0 kB\nNode 1 MemFree:               0 kB\n");
+  ASSERT_TRUE(
+      loop.ctl->promote_step(StepContext{.now = kT0 + 2 * kSec + kSec / 2}, loop.telemetry));
+  loop.step(kT0 + 3 * kSec);
+  EXPECT_EQ(loop.ctl->state().lost_targets.size(), 1U);
+  EXPECT_EQ(loop.telemetry.value("kvtier_topology_changes_total", {}), 1.0);
+  loop.host.write("sys/devices/system/node/node1/meminfo", online);
+  ASSERT_TRUE(
+      loop.ctl->promote_step(StepContext{.now = kT0 + 3 * kSec + kSec / 2}, loop.telemetry));
+  loop.step(kT0 + 4 * kSec);
+  EXPECT_TRUE(loop.ctl->state().lost_targets.empty());
+  EXPECT_EQ(loop.telemetry.value("kvtier_topology_changes_total", {}), 2.0);
+  EXPECT_EQ(loop.describe(false)["topology"]["demotion_targets"], nlohmann::json::array({1}));
+}
+
 // Issue 37: a step moved its whole plan on the loop thread, and `kvtierctl
 // status` waited 120 s while kvsim's pool went to the CXL node at 2 MiB/s. The
 // mover gets pieces of at most 2 MiB here (cut at 2 MiB boundaries); once the
