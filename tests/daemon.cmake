@@ -61,10 +61,12 @@ kvtier_vm_test(shared_pool shared_pool.sh)
 
 # Issue 37: the topology at run time, in the CXL guest: the CXL node's memory blocks offlined
 # (part, then all) and onlined again under a running kvtierd, a buffer's bytes checked at the
-# end (kvtier_fill_check).
+# end (kvtier_fill_check); then, in the same boot, the soak's short version (150 s of faults).
 add_executable(kvtier_fill_check vm/fill_check.cpp)
 target_link_libraries(kvtier_fill_check PRIVATE kvtier_warnings)
 kvtier_vm_test(topology topology.sh)
-# scripts/soak.sh's guest helper: idle control-socket clients, the BPF programs loaded.
+set_tests_properties(vm.topology PROPERTIES TIMEOUT 1500)
+# scripts/soak.sh's guest helper: idle control-socket clients, the BPF programs loaded,
+# a Prometheus scrape every 100 ms.
 add_executable(kvtier_soak_probe vm/soak_probe.cpp)
 target_link_libraries(kvtier_soak_probe PRIVATE kvtier_warnings)

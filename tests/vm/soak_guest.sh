@@ -6,10 +6,20 @@
 # offlined and onlined, the CXL node filled (huge pages reserved there), a reload of a bad config then of the good one,
 # 64 idle control-socket clients; a Prometheus scrape every 100 ms throughout. Prints
 # KEY=VALUE lines (one FAULT= line per fault) that tests/vm/check_soak.py judges.
-# Usage: sh soak_guest.sh MINUTES SEED
+# The first six faults are each kind once, in an order drawn from SEED, so a short run (CI's,
+# tests/vm/topology.sh) injects every kind; the rest are drawn at random. The pause before each
+# is drawn from MIN_PAUSE to MAX_PAUSE seconds (default 10 to 30). DURATION: minutes, or
+# seconds with an s (150s).
+# Usage: sh soak_guest.sh DURATION SEED [MIN_PAUSE MAX_PAUSE]
 set -eu
 minutes=${1:-30}
 seed=${2:-1}
+min_pause=${3:-10}
+max_pause=${4:-30}
+case $minutes in
+  *s) seconds=${minutes%s} ;;
+  *) seconds=$((minutes * 60)) ;;
+esac
 # shellcheck source=tests/vm/placement_lib.sh
 . /kvtier/tests/vm/placement_lib.sh
 sys=/sys/devices/system/node
@@ -18,6 +28,7 @@ w=/tmp/soak
 mkdir -p "$w"
 echo "SEED=$seed"
 echo "MINUTES=$minutes"
+echo "PAUSES=$min_pause $max_pause"
 echo "CXL_NODE=$cxl"
 
 # The knobs kvtierd sets ([tiering], agent/host/numa_tiering.hpp), demotion_enabled, and the
@@ -106,28 +117,61 @@ up() {
   done
 }
 up
-# A Prometheus scrape every 100 ms: one line per scrape, ok or failed.
-(
-  while [ ! -e $w/soak.stop ]; do
-    if wget -q -T 5 -O $w/scrape.txt http://127.0.0.1:9464/metrics 2>$w/scrape.err; then
-      echo ok
-    else
-      echo failed
-    fi
-    sleep 0.1
-  done > $w/scrapes.txt
-) &
+# A Prometheus scrape every 100 ms: one line per scrape, ok or failed (busybox's wget dies
+# with SIGSEGV in this guest).
+kvtier_soak_probe scrape 9464 100 > $w/scrapes.txt &
 scraper=$!
+# Waits (at most 120 s of the guest's clock) until kvtierd's log has N lines with PATTERN.
+log_reaches() {
+  t0=$(cut -d. -f1 /proc/uptime)
+  while [ "$(grep -c "$1" $w/kvtierd.log || true)" -lt "$2" ] &&
+    [ $(($(cut -d. -f1 /proc/uptime) - t0)) -lt 120 ]; do
+    sleep 0.2
+  done
+}
+# 1 if kvtierctl status answers within N tries (0.1 s apart), else 0.
+answers() {
+  n=0
+  until $ctl status > /dev/null 2>&1; do
+    n=$((n + 1))
+    [ $n -lt "$1" ] || { echo 0; return 0; }
+    sleep 0.1
+  done
+  echo 1
+}
 rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$(cat $w/kvtierd.pid)/status" 2>/dev/null; }
-# The CXL node's memory blocks offline (0) or online (1); prints their states.
+# The CXL node's memory blocks offline (0) or online (1), each write given at most 60 s (an
+# offline the kernel cannot finish, pages it keeps failing to migrate, ends with a signal and
+# the block stays online); prints their states.
 blocks_to() {
-  set_blocks "$1" $blocks 2>> $w/blocks.log
+  for b in $blocks; do
+    timeout 60 sh -c "echo $1 > $sys/node$cxl/$b/online" 2>> $w/blocks.log ||
+      echo "$b online=$1 refused or cut at 60 s: $(cat "$sys/node$cxl/$b/state")" >> $w/blocks.log
+  done
   for b in $blocks; do cat "$sys/node$cxl/$b/state"; done | tr '\n' ' '
 }
+# Waits (at most 120 s of the guest's clock) until kvtierd's demotion targets are "$1"; prints
+# the seconds waited, or "never".
+targets_within() {
+  t0=$(cut -d. -f1 /proc/uptime)
+  until [ "$(demotion_targets)" = "$1" ]; do
+    if [ $(($(cut -d. -f1 /proc/uptime) - t0)) -ge 120 ]; then
+      echo never
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo $(($(cut -d. -f1 /proc/uptime) - t0))
+}
 
-end=$(($(cut -d. -f1 /proc/uptime) + minutes * 60))
+end=$(($(cut -d. -f1 /proc/uptime) + seconds))
 i=0
-awk -v seed="$seed" 'BEGIN { srand(seed); for (i = 0; i < 10000; i++) print int(rand() * 6), 10 + int(rand() * 21) }' > $w/plan.txt
+awk -v seed="$seed" -v lo="$min_pause" -v hi="$max_pause" 'BEGIN {
+  srand(seed)
+  for (k = 0; k < 6; k++) kind[k] = k
+  for (k = 5; k > 0; k--) { j = int(rand() * (k + 1)); t = kind[k]; kind[k] = kind[j]; kind[j] = t }
+  for (i = 0; i < 10000; i++) print (i < 6 ? kind[i] : int(rand() * 6)), lo + int(rand() * (hi - lo + 1))
+}' > $w/plan.txt
 echo "RSS_START_KB=$(rss)"
 while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
   i=$((i + 1))
@@ -137,6 +181,8 @@ while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
   [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ] || break
   up
   echo "RSS_KB=$(cut -d. -f1 /proc/uptime) $(rss)"
+  # On stderr only (the soak's log has one line per fault, once it is done): where a run stalls.
+  echo "soak: $(cut -d' ' -f1 /proc/uptime) s: fault $i (kind $kind) begins" >&2
   case $kind in
     0)
       p=$(cat $w/kvtierd.pid)
@@ -148,22 +194,28 @@ while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
       old=$(cat $w/kvsim.pid)
       kvsim_stop
       kvsim_start
+      restarted="${restarted:-} $old"
       log "fault $i: target restart: kvsim $old -> $(cat $w/kvsim.pid)"
       echo "FAULT=target_restart $old $(cat $w/kvsim.pid)"
       ;;
     2)
       states=$(blocks_to 0)
-      gone=$(wait_targets "")
+      # Only a node with no block online is gone; a refused offline leaves it a target.
+      gone=-
+      case $states in *online*) ;; *) gone=$(targets_within "") ;; esac
       back_states=$(blocks_to 1)
-      back=$(wait_targets "$cxl")
+      back=$(targets_within "$cxl")
       log "fault $i: node $cxl offline ($states), kvtierd saw it in ${gone} s; online ($back_states), seen in ${back} s"
       echo "FAULT=node_offline $states| $gone $back"
       ;;
     3)
-      # Huge pages reserved on the node take its free memory at once (no page is written).
+      # Huge pages reserved on the node take its free memory (no page is written), but a
+      # fragmented node makes the kernel compact it first, migrating pages at the emulated
+      # node's speed (395 s for 185 pages once): the reservation is cut at 20 s (a signal ends
+      # it with what it has), so the node is then as full as 20 s made it.
       h=$sys/node$cxl/hugepages/hugepages-2048kB/nr_hugepages
       free=$(sed -n 's/.*MemFree: *\([0-9]*\) kB/\1/p' "$sys/node$cxl/meminfo")
-      echo $((free / 2048)) > "$h" || true
+      timeout 20 sh -c "echo $((free / 2048)) > $h" || true
       got=$(cat "$h")
       left=$(sed -n 's/.*MemFree: *\([0-9]*\) kB/\1/p' "$sys/node$cxl/meminfo")
       sleep 15
@@ -172,32 +224,33 @@ while [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ]; do
       echo "FAULT=node_full $got $left $(cat "$h")"
       ;;
     4)
+      # Each SIGHUP's result awaited before the next: two pending SIGHUPs are one signal.
       p=$(cat $w/kvtierd.pid)
+      rejected=$(grep -c 'reload rejected' $w/kvtierd.log || true)
+      reloaded=$(grep -c 'configuration reloaded' $w/kvtierd.log || true)
       cp $w/bad.toml $w/kvtier.toml
       kill -HUP "$p"
-      sleep 2
+      log_reaches 'reload rejected' $((rejected + 1))
       cp $w/good.toml $w/kvtier.toml
       kill -HUP "$p"
-      sleep 2
+      log_reaches 'configuration reloaded' $((reloaded + 1))
       log "fault $i: reload of a bad config, then of the good one (kvtierd $p)"
       echo "FAULT=reload $p"
       ;;
     5)
       kvtier_soak_probe clients /tmp/kvtierd.sock 64 > $w/clients.json &
       cp=$!
-      sleep 15
+      # While they are connected: kvtierd closes the one idle the longest (1 s or more) for
+      # root, instead of turning root away until it closes idle ones (10 s).
+      sleep 2
+      during=$(answers 100)
+      sleep 11
       kill -TERM "$cp"
       wait "$cp" || true
-      # kvtierd closes the idle ones after 10 s and these at once: status answers again (at
-      # most 30 s).
-      ok=0 n=0
-      until [ $ok = 1 ] || [ $n -ge 300 ]; do
-        $ctl status > /dev/null 2>&1 && ok=1
-        n=$((n + 1))
-        [ $ok = 1 ] || sleep 0.1
-      done
-      log "fault $i: 64 idle control-socket clients for 15 s: $(cat $w/clients.json); status after: $ok"
-      echo "FAULT=idle_clients $(tr -d ' ' < $w/clients.json) $ok"
+      # kvtierd closes the idle ones after 10 s and these at once: status answers again.
+      ok=$(answers 300)
+      log "fault $i: 64 idle control-socket clients for 15 s: $(cat $w/clients.json); status during: $during, after: $ok"
+      echo "FAULT=idle_clients $(tr -d ' ' < $w/clients.json) $during $ok"
       ;;
   esac
 done
@@ -207,11 +260,12 @@ echo "STATUS_END=$($ctl status --json | tr -d '\n')"
 $ctl status | grep prometheus >&2
 touch $w/soak.stop
 kill -TERM "$scraper" 2>/dev/null || true
+wait "$scraper" || true
 kvsim_stop
 kill -TERM "$(cat $w/kvtierd.pid)"
 wait "$sup" || true
 echo "SCRAPES=$(grep -c '^ok' $w/scrapes.txt || true) $(grep -c '^failed' $w/scrapes.txt || true)"
-echo "SCRAPE_LAST_ERROR=$(tail -n 1 $w/scrape.err)"
+echo "SCRAPE_LAST_ERROR=$(grep '^failed' $w/scrapes.txt | tail -n 1)"
 echo "KVSIM_ENDS=$(grep '"event":"end"' $w/kvsim.out | tr -d ' ' | tr '\n' ' ')"
 echo "KNOBS_AFTER=$(knobs)"
 # The kernel frees a closed BPF program and stops a kdamond a little later: wait (at most 60 s).
@@ -226,9 +280,20 @@ echo "SUPERVISOR=$(grep -c 'supervisor: kvtierd exited' $w/soak.log || true)"
 echo "LOG_STARTS=$(grep -c ' info hotness sources: ' $w/kvtierd.log || true)"
 echo "LOG_RELOAD_REJECTED=$(grep -c 'reload rejected' $w/kvtierd.log || true)"
 echo "LOG_TOPOLOGY_LOST=$(grep -c "topology: node $cxl is no longer a demotion target" $w/kvtierd.log || true)"
-echo "LOG_TOPOLOGY_BACK=$(grep -c "topology: node $cxl is a demotion target again" $w/kvtierd.log || true)"
+# Back: "a demotion target again", or "appeared (N MiB): a demotion target" when a step saw the
+# node gone from the kernel's list of nodes with memory in between.
+echo "LOG_TOPOLOGY_BACK=$(grep -c "topology: node $cxl is a demotion target again\|topology: node $cxl appeared ([0-9]* MiB): a demotion target" $w/kvtierd.log || true)"
+for p in ${restarted:-}; do
+  echo "LOG_TARGET_GONE=$p $(grep -c "target $p (kvsim) is gone" $w/kvtierd.log || true)"
+done
+echo "LOG_NODE_FULL=$(grep -c "move_pages: node $cxl is full" $w/kvtierd.log || true)"
+echo "LOG_ROOT_ROOM=$(grep -c 'to make room for uid 0\|idle clients closed for root' $w/kvtierd.log || true)"
 echo "LOG_ERRORS=$(grep -c ' error \| critical ' $w/kvtierd.log || true)"
 echo "--- soak log" >&2
 cat $w/soak.log >&2
+echo "--- kvtierd's topology lines" >&2
+grep 'topology: ' $w/kvtierd.log >&2 || true
+echo "--- memory blocks" >&2
+cat $w/blocks.log >&2 2>/dev/null || true
 echo "--- kvtierd log (errors and warnings)" >&2
 grep -v ' info ' $w/kvtierd.log | tail -n 80 >&2

@@ -6,18 +6,29 @@
 //       closed (read returned 0 or failed); C connected at all.
 //   kvtier_soak_probe bpf-progs          prints the number of BPF programs
 //       loaded in the kernel (BPF_PROG_GET_NEXT_ID), for "none left behind".
+//   kvtier_soak_probe scrape PORT MS     GETs http://127.0.0.1:PORT/metrics
+//       every MS milliseconds until SIGTERM, one line a scrape: "ok BYTES"
+//       (status 200 and a kvtier_ metric in the body) or "failed WHY". The
+//       guest's busybox wget dies with SIGSEGV, and one process costs less
+//       than one exec a scrape under TCG.
 
+#include <arpa/inet.h>
 #include <linux/bpf.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -72,12 +83,69 @@ int clients(const char* path, int n) {
   return 0;
 }
 
+// One GET of /metrics; "" when it was a good answer, else why not.
+std::string scrape_once(int port, std::size_t& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
+  timeval tv{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    close(fd);
+    return std::string("connect: ") + std::strerror(err);
+  }
+  const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    const int err = errno;
+    close(fd);
+    return std::string("send: ") + std::strerror(err);
+  }
+  std::string resp;
+  char buf[65536];
+  ssize_t n = 0;
+  while ((n = recv(fd, buf, sizeof buf, 0)) > 0) resp.append(buf, static_cast<std::size_t>(n));
+  const int err = errno;
+  close(fd);
+  if (n < 0) return std::string("recv: ") + std::strerror(err);
+  bytes = resp.size();
+  if (resp.compare(0, 12, "HTTP/1.1 200") != 0 && resp.compare(0, 12, "HTTP/1.0 200") != 0) {
+    return "status: " + resp.substr(0, resp.find('\r'));
+  }
+  if (resp.find("\nkvtier_") == std::string::npos) return "no kvtier_ metric in the body";
+  return "";
+}
+
+int scrape(int port, int interval_ms) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  const timespec pause{.tv_sec = interval_ms / 1000, .tv_nsec = (interval_ms % 1000) * 1000000L};
+  for (;;) {
+    std::size_t bytes = 0;
+    const std::string why = scrape_once(port, bytes);
+    if (why.empty()) {
+      std::printf("ok %zu\n", bytes);
+    } else {
+      std::printf("failed %s\n", why.c_str());
+    }
+    std::fflush(stdout);
+    if (sigtimedwait(&set, nullptr, &pause) == SIGTERM) return 0;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "bpf-progs" && argc == 2) return bpf_progs();
   if (cmd == "clients" && argc == 4) return clients(argv[2], std::atoi(argv[3]));
-  std::fprintf(stderr, "usage: kvtier_soak_probe clients SOCKET N | bpf-progs\n");
+  if (cmd == "scrape" && argc == 4) return scrape(std::atoi(argv[2]), std::atoi(argv[3]));
+  std::fprintf(stderr, "usage: kvtier_soak_probe clients SOCKET N | bpf-progs | scrape PORT MS\n");
   return 2;
 }
