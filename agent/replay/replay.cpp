@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <utility>
@@ -53,6 +54,10 @@ struct SimHost {
   policy::Topology topology;                       // as recorded at this step
   std::vector<RecMove> expected;                   // this step's recorded moves
   std::size_t next_expected = 0;
+  // Where in the recorded move next_expected the replay is, when the replay
+  // hands the mover the same moves in other pieces (ReplayMover::as_pieces).
+  std::size_t expected_range = 0;
+  std::uint64_t expected_off = 0;
   bool moves_as_recorded = true;
 
   // A residency answer: where the kernel changed a page the recording knew
@@ -169,7 +174,8 @@ class ReplayMover final : public Mover {
   }
   MoveStats move_located(Pid pid, std::span<const AddrRange> ranges, int to_node,
                          std::span<const std::uint64_t> /*huge*/) override {
-    if (host_.next_expected < host_.expected.size()) {
+    if (host_.next_expected < host_.expected.size() && host_.expected_range == 0 &&
+        host_.expected_off == 0) {
       const RecMove& e = host_.expected[host_.next_expected];
       if (e.pid == pid && e.to_node == to_node && std::ranges::equal(e.ranges, ranges)) {
         ++host_.next_expected;
@@ -177,6 +183,7 @@ class ReplayMover final : public Mover {
         return e.stats;
       }
     }
+    if (auto st = as_pieces(pid, ranges, to_node)) return *st;
     host_.moves_as_recorded = false;
     MoveStats st;
     for (const auto& r : ranges) {
@@ -199,6 +206,48 @@ class ReplayMover final : public Mover {
   }
 
  private:
+  // The same pages, to the same node, as the recorded moves from where the
+  // replay is, cut into other pieces (a recording whose step handed the mover
+  // its plan whole, replayed by one that hands it 4 MiB at a time, or the
+  // other way round), where every recorded move among them moved all it was
+  // asked to: they moved as recorded.
+  std::optional<MoveStats> as_pieces(Pid pid, std::span<const AddrRange> ranges, int to_node) {
+    std::size_t call = host_.next_expected;
+    std::size_t idx = host_.expected_range;
+    std::uint64_t off = host_.expected_off;
+    std::uint64_t bytes = 0;
+    for (const AddrRange& r : ranges) {
+      for (std::uint64_t a = r.start; a < r.end;) {
+        if (call >= host_.expected.size()) return std::nullopt;
+        const RecMove& e = host_.expected[call];
+        if (e.pid != pid || e.to_node != to_node || e.stats.moved != e.stats.requested ||
+            idx >= e.ranges.size() || e.ranges[idx].start + off != a) {
+          return std::nullopt;
+        }
+        const std::uint64_t n = std::min(e.ranges[idx].end, r.end) - a;
+        a += n;
+        off += n;
+        bytes += n;
+        if (e.ranges[idx].start + off == e.ranges[idx].end) {
+          off = 0;
+          if (++idx == e.ranges.size()) {
+            idx = 0;
+            ++call;
+          }
+        }
+      }
+    }
+    host_.next_expected = call;
+    host_.expected_range = idx;
+    host_.expected_off = off;
+    place(pid, ranges, to_node);
+    MoveStats st;
+    st.requested = st.moved = bytes / kPageSize;
+    st.bytes_moved = bytes;
+    st.calls = 1;
+    return st;
+  }
+
   void place(Pid pid, std::span<const AddrRange> ranges, int to_node) {
     for (const auto& r : ranges) {
       for_pages(r, [&](std::uint64_t a) {
@@ -289,6 +338,8 @@ StepInputs take_inputs(std::vector<Record>::const_iterator begin,
   StepInputs in;
   host.expected.clear();
   host.next_expected = 0;
+  host.expected_range = 0;
+  host.expected_off = 0;
   host.moves_as_recorded = true;
   for (auto r = begin; r != end; ++r) {
     if (const auto* topo = std::get_if<RecTopology>(&*r)) {
