@@ -471,13 +471,10 @@ void Controller::update_scan_coverage(TimeNs now) {
     const bool blind = faults && (t.scan_blind ? interval > static_cast<double>(cold_age) / 2
                                                : interval > static_cast<double>(cold_age));
     if (blind != t.scan_blind) {
-      constexpr double kHourNs = 3600e9;
       spdlog::info(
           "target {} ({}): {:.1f}% of a CPU, so the kernel's NUMA scan goes through it {} "
           "against a cold age of {:.0f} s{}",
-          pid, t.comm, 100 * *rate,
-          interval < kHourNs ? fmt::format("about every {:.0f} s", interval / 1e9)
-                             : std::string("less than once an hour"),
+          pid, t.comm, 100 * *rate, scan_interval_words(t.scan_interval),
           static_cast<double>(cold_age) / 1e9,
           blind ? ": hint faults miss its reads, DAMON and the dirty scan watch it"
                 : ": hint faults see its reads again");

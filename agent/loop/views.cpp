@@ -187,6 +187,12 @@ std::vector<std::string> pinned_lines(const LoopState& s) {
   return out;
 }
 
+std::string scan_interval_words(TimeNs interval) {
+  constexpr TimeNs kHour = TimeNs{3600} * 1'000'000'000;
+  if (interval >= kHour) return "less than once an hour";
+  return fmt::format("about every {:.0f} s", static_cast<double>(interval) / 1e9);
+}
+
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   std::vector<std::string> out;
   if (s.mover.empty()) {
@@ -223,10 +229,7 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
         "target {} ({}): the kernel's NUMA scan goes through it {} (it runs little, and is "
         "scanned per its own CPU time), so hint faults miss its reads: DAMON and the dirty scan "
         "watch it",
-        pid, t.comm,
-        t.scan_interval < TimeNs{3600} * 1'000'000'000
-            ? fmt::format("about every {:.0f} s", static_cast<double>(t.scan_interval) / 1e9)
-            : std::string("less than once an hour")));
+        pid, t.comm, scan_interval_words(t.scan_interval)));
   }
   for (const auto& [node, lost] : s.lost_targets) {
     out.push_back(fmt::format(

@@ -33,6 +33,9 @@ nlohmann::json cpu_json(const LoopState& s);
 // source, a failed source, no process watcher, tiering knobs not set, a lost
 // demotion target, a full node lately).
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now);
+// How often the kernel's NUMA scan goes through a target (Target::scan_interval)
+// in words: "about every N s", or "less than once an hour".
+std::string scan_interval_words(TimeNs interval);
 // One line for each target most of whose resident memory is long-term pinned.
 std::vector<std::string> pinned_lines(const LoopState& s);
 // A few words for systemd's STATUS= line, e.g. "2 targets, 1GiB of 3GiB on CXL, source damon".
