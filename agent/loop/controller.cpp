@@ -2,9 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <expected>
+#include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,15 +16,21 @@
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/ingest.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
+#include "agent/loop/recording.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/loop/topology_watch.hpp"
 #include "agent/loop/views.hpp"
+#include "agent/sources/bpf_events.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/telemetry/telemetry.hpp"
+#include "policy/config.hpp"
+#include "policy/error.hpp"
 #include "policy/planner.hpp"
 #include "policy/topology.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

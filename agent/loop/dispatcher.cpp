@@ -3,12 +3,23 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <limits>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "agent/host/clock.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
-#include "policy/units.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/movers/mover.hpp"
+#include "agent/sources/return_watch.hpp"
+#include "agent/telemetry/telemetry.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

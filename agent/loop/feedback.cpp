@@ -1,7 +1,18 @@
 #include "agent/loop/feedback.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
+#include "agent/loop/loop_state.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/telemetry/telemetry.hpp"
+#include "policy/heat.hpp"
+#include "policy/rules.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -1,23 +1,37 @@
 #include "agent/loop/ingest.hpp"
 
+#include <bits/ranges_algo.h>
+#include <fmt/core.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/host/availability.hpp"
+#include "agent/loop/feedback.hpp"
+#include "agent/loop/loop_state.hpp"
+#include "agent/loop/recorder.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/target_set.hpp"
 #include "agent/loop/views.hpp"
+#include "agent/sources/hotness_source.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
 #include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
 #include "policy/error.hpp"
+#include "policy/heat.hpp"
+#include "policy/rules.hpp"
 #include "policy/topology.hpp"
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent {

@@ -3,7 +3,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
+#include <vector>
+#include "agent/loop/target_set.hpp"
+#include "agent/telemetry/telemetry.hpp"
+#include "policy/planner.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -1,13 +1,22 @@
 #include "agent/loop/recorder.hpp"
 
+#include <fmt/core.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <expected>
+#include <filesystem>
 #include <utility>
+#include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
+#include "agent/host/residency.hpp"
+#include "agent/loop/recording.hpp"
+#include "agent/loop/target_set.hpp"
 #include "policy/error.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 

@@ -5,11 +5,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "agent/host/residency.hpp"
+#include "agent/loop/feedback.hpp"
+#include "agent/loop/target_set.hpp"
+#include "agent/sources/return_watch.hpp"
+#include "agent/telemetry/telemetry.hpp"
 #include "policy/heat.hpp"
+#include "policy/rules.hpp"
 #include "policy/topology.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {

@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 
+#include "agent/host/numa_tiering.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "policy/config.hpp"
+#include "policy/types.hpp"
 #include "policy/units.hpp"
 
 namespace kvtier::agent {

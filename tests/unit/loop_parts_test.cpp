@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "agent/host/host_paths.hpp"
 #include "agent/loop/dispatcher.hpp"
 #include "agent/loop/feedback.hpp"
 #include "agent/loop/loop_state.hpp"
@@ -14,6 +16,7 @@
 #include "agent/loop/target_set.hpp"
 #include "agent/telemetry/telemetry.hpp"
 #include "policy/config.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::agent {
 namespace {
