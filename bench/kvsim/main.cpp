@@ -6,20 +6,15 @@
 // Output: JSON lines on stdout ({"event":"start"|"stats"|"corruption"|"injected"|"truth"|"end"}),
 // stats optionally to --stats FILE. Exit status: 0 success, 1 error, 2 bad usage, 3 corruption.
 
-#include <exception>
-#include <iostream>
-
 #include "bench/kvsim/options.hpp"
 #include "bench/kvsim/run.hpp"
+#include "bench/main_guard.hpp"
 
 int main(int argc, char** argv) {
   namespace ks = kvtier::bench::kvsim;
-  try {
+  return kvtier::bench::guarded_main("kvsim", ks::kExitFailed, [&] {
     ks::Options o;
     if (auto rc = ks::parse_command_line(argc, argv, o)) return *rc;
     return ks::run(o);
-  } catch (const std::exception& e) {
-    std::cerr << "kvsim: " << e.what() << '\n';
-    return ks::kExitFailed;
-  }
+  });
 }

@@ -43,6 +43,7 @@
 #include "bench/loadgen/conversation.hpp"
 #include "bench/loadgen/http.hpp"
 #include "bench/loadgen/truth.hpp"
+#include "bench/main_guard.hpp"
 #include "policy/types.hpp"
 
 namespace lg = kvtier::bench::loadgen;
@@ -427,10 +428,6 @@ static int parse_and_run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "kvtier_llama_load: " << e.what() << '\n';
-    return 2;
-  }
+  return kvtier::bench::guarded_main("kvtier_llama_load", 2,
+                                     [&] { return parse_and_run(argc, argv); });
 }

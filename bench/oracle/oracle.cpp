@@ -43,6 +43,7 @@
 #include "agent/host/topology_reader.hpp"
 #include "agent/movers/move_pages_mover.hpp"
 #include "bench/kvsim/live_truth.hpp"
+#include "bench/main_guard.hpp"
 #include "bench/oracle/oracle_plan.hpp"
 #include "policy/budget.hpp"
 #include "policy/config.hpp"
@@ -400,10 +401,5 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "kvtier_oracle: " << e.what() << '\n';
-    return 1;
-  }
+  return kvtier::bench::guarded_main("kvtier_oracle", 1, [&] { return parse_and_run(argc, argv); });
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/main_guard.hpp"
 #include "bench/probe/proc_text.hpp"
 #include "policy/types.hpp"
 
@@ -289,10 +290,6 @@ int parse_and_run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return parse_and_run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "kvtier_residency_probe: " << e.what() << '\n';
-    return 1;
-  }
+  return kvtier::bench::guarded_main("kvtier_residency_probe", 1,
+                                     [&] { return parse_and_run(argc, argv); });
 }
