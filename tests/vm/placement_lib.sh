@@ -95,3 +95,17 @@ kdamonds_on() {
   done
   echo $on
 }
+
+# fill_buffer MIB FILE: kvtier_fill_check --mib MIB (idle for an hour, or until SIGTERM) in
+# the background, its output in FILE; waits (at most 60 s) for its first line and sets
+# fill_pid, fill_start and fill_end (the buffer's addresses, decimal).
+fill_buffer() {
+  kvtier_fill_check --mib "$1" --seconds 3600 > "$2" &
+  n=0
+  while [ ! -s "$2" ] && [ $n -lt 600 ]; do
+    n=$((n + 1))
+    sleep 0.1
+  done
+  set -- $(head -n 1 "$2" | sed 's/[^0-9]/ /g')
+  fill_pid=$1 fill_start=$2 fill_end=$3
+}
