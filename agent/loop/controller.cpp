@@ -22,6 +22,7 @@
 #include "agent/host/residency.hpp"
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
 #include "agent/loop/recording.hpp"
@@ -109,6 +110,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   if (deps_.mover) state_.mover = deps_.mover->name();
   if (!deps_.thread_cpu) deps_.thread_cpu = thread_cpu_now;
   state_.observe_reason = deps_.observe_reason;
+  state_.refused_sources = deps_.refused_sources;
   state_.discovery = deps_.discovery;
   state_.process_watcher = deps_.process_events;
   state_.budget_bytes = bucket_.available();
@@ -386,6 +388,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
+  export_refused_sources(state_.refused_sources, telemetry);
   bool changed = false;
   if (!deps_.process_events || !state_.last_rescan || now - *state_.last_rescan >= kRescanEvery) {
     changed =
@@ -921,6 +924,7 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
     });
   }
   telemetry.record_moves(st, to_node);
+  state_.move_refusals.note(st, pid, to_node, demotion, now);
   state_.moved_total += st;
   state_.record_move(now, st.bytes_moved);
   if (st.no_memory > 0 && demotion) {
@@ -959,7 +963,9 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
     if (demotion) fb.step_demoted += st.bytes_moved;
     if (!demotion) observe_promotions(*t, ranges, now, telemetry);
   }
-  if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0) {
+  // Busy pages and a full node have their own line once (kernel_refusals.hpp, the latch).
+  if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0 &&
+      st.busy + st.no_memory < st.requested) {
     spdlog::warn(
         "moving {} pages of {} to node {}: none moved (busy {}, pinned {}, no memory {}, "
         "permission {}, partial huge pages {}, errno {})",
