@@ -86,19 +86,21 @@ if int(need("LOG_TOPOLOGY_LOST")) != len(full_off) or int(need("LOG_TOPOLOGY_BAC
 for f in faults:
     if f[0] == "node_full":
         # FAULT=node_full FREE_KB LEFT_KB FILL_S HOW SEEN_S HELD_BYTES BACK_S NO_MEMORY FULL_LINES
-        #   CHECKED CORRUPTED
+        #   CHECKED CORRUPTED [THERE_BYTES: on the node when the wait for BACK_S ended]
         free_kb, left_kb, fill_s, how, seen_s, held, back_s, nomem, full, checked, bad = f[1:12]
+        there = f[12] if len(f) > 12 else "?"
         print(f"check_soak: node {cxl} full: {free_kb} kB filled in {fill_s} s, {left_kb} kB "
               f"left free; kvtierd: {how} after {seen_s} s ({nomem} no_memory pages, {full} "
               f"'is full' lines), the buffer's bytes there meanwhile {held}; freed, all of it "
-              f"there in {back_s} s; {checked} bytes checked, {bad} corrupted")
+              f"there in {back_s} s ({there} bytes there then); {checked} bytes checked, {bad} "
+              "corrupted")
         if how == "never":
             problems.append(f"node {cxl} filled, and kvtierd neither stopped its plan at the "
                             f"node's fill limit nor met ENOMEM within 120 s: {f}")
         if int(held) >= 16 << 20:
             problems.append(f"the whole buffer went to the full node {cxl}: {f}")
         if back_s == "never":
-            problems.append(f"node {cxl} freed, and the buffer did not reach it within 180 s: {f}")
+            problems.append(f"node {cxl} freed, and the buffer did not all reach it within the wait: {f}")
         if bad != "0" or checked in ("-", "0"):
             problems.append(f"the buffer demoted to the full node was not verified clean: {f}")
     if f[0] == "idle_clients" and f[-1] != "1":
