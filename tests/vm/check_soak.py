@@ -123,8 +123,11 @@ print(f"check_soak: Prometheus scrapes every 100 ms: {ok} ok, {failed} failed (k
       f"between a SIGKILL and its restart); the last error: {vals.get('SCRAPE_LAST_ERROR')!r}")
 if int(ok) == 0:
     problems.append("no Prometheus scrape succeeded")
-status = json.loads(need("STATUS_END"))
-if status.get("loop", {}).get("topology", {}).get("demotion_targets") != [int(cxl)]:
+status = json.loads(need("STATUS_END") or "{}")
+if not status:
+    problems.append(f"kvtierctl status --json got no answer at the end in "
+                    f"{vals.get('STATUS_END_TRIES')} tries")
+elif status.get("loop", {}).get("topology", {}).get("demotion_targets") != [int(cxl)]:
     problems.append(f"kvtierd at the end: {status.get('loop', {}).get('topology')}")
 start_kb, end_kb = int(need("RSS_START_KB")), int(need("RSS_END_KB"))
 print(f"check_soak: kvtierd RSS: start {start_kb} kB, end {end_kb} kB; over time (uptime s, kB): "
