@@ -42,6 +42,7 @@
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/loop/controller.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/shared_pools.hpp"
 #include "agent/loop/views.hpp"
@@ -225,9 +226,11 @@ std::string observe_reason(const kvtier::policy::Topology& topo) {
 // left out CAP_BPF), 1 when a forced source cannot run. None available for
 // other reasons: no source, heat unknown, nothing demoted.
 // `run_dir`: kvtierd's runtime directory, where a DAMON source notes which kdamond is its own.
+// `refused`: the sources the kernel refused (DAMON busy, lockdown, no BTF), one log line each.
 Result<std::vector<agent::LoopSource>> make_sources(const agent::HostPaths& paths,
                                                     const kvtier::policy::Config& cfg,
-                                                    const std::filesystem::path& run_dir) {
+                                                    const std::filesystem::path& run_dir,
+                                                    std::vector<agent::SourceRefusal>& refused) {
   auto choice = choose_sources(paths, cfg);
   std::vector<agent::LoopSource> out;
   if (!choice) {
@@ -238,18 +241,18 @@ Result<std::vector<agent::LoopSource>> make_sources(const agent::HostPaths& path
     spdlog::warn("{}: heat is unknown, nothing will be demoted", choice.error().message);
     return out;
   }
-  std::string refused;
+  std::string lacking;
   std::string why;
   for (const auto& r : choice->reports) {
     if (!r.availability.missing_capability) continue;
-    refused +=
-        fmt::format("{}{}", refused.empty() ? "" : ", ", kvtier::policy::source_name(r.kind));
+    lacking +=
+        fmt::format("{}{}", lacking.empty() ? "" : ", ", kvtier::policy::source_name(r.kind));
     if (why.empty()) why = r.availability.why;
   }
-  if (!refused.empty()) {
+  if (!lacking.empty()) {
     return kvtier::fail(fmt::format("missing capability: {} in sources.use cannot run: {} (or "
                                     "leave {} out of sources.use)",
-                                    refused, why, refused),
+                                    lacking, why, lacking),
                         kExitCapability);
   }
   std::vector<agent::Feature> features;
@@ -258,6 +261,11 @@ Result<std::vector<agent::LoopSource>> make_sources(const agent::HostPaths& path
     return kvtier::fail(caps.error().message, kExitCapability);
   }
   spdlog::info("hotness sources: {}", choice->summary);
+  refused = agent::kernel_refusals(choice->reports);
+  for (const auto& r : refused) {
+    spdlog::warn("source {} refused by the kernel: {}; kvtierd runs with the other sources",
+                 kvtier::policy::source_name(r.kind), r.why);
+  }
   for (auto& c : choice->sources) {
     if (auto* damon = dynamic_cast<agent::DamonSource*>(c.source.get())) {
       damon->set_owner_file(run_dir / "damon.kdamond");
@@ -274,7 +282,8 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
                                         const kvtier::policy::Config& cfg,
                                         const std::filesystem::path& run_dir) {
   const std::string observe = observe_reason(topo);
-  auto sources = make_sources(paths, cfg, run_dir);
+  std::vector<agent::SourceRefusal> refused;
+  auto sources = make_sources(paths, cfg, run_dir, refused);
   if (!sources) {
     spdlog::error("{}", sources.error().message);
     return std::unexpected(sources.error());
@@ -292,6 +301,7 @@ Result<agent::ControllerDeps> make_deps(const agent::HostPaths& paths,
   agent::ControllerDeps deps{
       .paths = paths,
       .sources = std::move(*sources),
+      .refused_sources = std::move(refused),
       .residency = agent::ResidencyReader(move_pages, 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
       .self = getpid(),
@@ -360,13 +370,18 @@ Result<agent::DaemonSettings> reload_config(const Options& opt, const agent::Hos
                     opt.config, list, keys.size() == 1 ? "s" : ""));
   }
   std::optional<std::vector<agent::LoopSource>> sources;
+  std::vector<agent::SourceRefusal> refused;
   if (kvtier::policy::sources_changed(running, next->config)) {
-    auto made = make_sources(paths, next->config, next_settings->socket_path.parent_path());
+    auto made =
+        make_sources(paths, next->config, next_settings->socket_path.parent_path(), refused);
     if (!made) return kvtier::fail(opt.config + ": [sources]: " + made.error().message);
     sources = std::move(*made);
   }
   controller.apply_config(std::move(*next), agent::monotonic_now());
-  if (sources) controller.replace_sources(std::move(*sources));
+  if (sources) {
+    controller.replace_sources(std::move(*sources));
+    controller.set_refused_sources(std::move(refused));
+  }
   return next_settings;
 }
 

@@ -67,6 +67,9 @@ add_executable(kvtier_fill_check vm/fill_check.cpp)
 target_link_libraries(kvtier_fill_check PRIVATE kvtier_warnings)
 kvtier_vm_test(topology topology.sh)
 set_tests_properties(vm.topology PROPERTIES TIMEOUT 1500)
+# Issue 37 part 4: the kernel refuses: another user's kdamond holds DAMON (and, where the
+# guest kernel has the lockdown LSM, lockdown=confidentiality); kvtierd says so and tiers on.
+kvtier_vm_test(kernel_refuses kernel_refuses.sh)
 # scripts/soak.sh's guest helper: idle control-socket clients, the BPF programs loaded,
 # a Prometheus scrape every 100 ms.
 add_executable(kvtier_soak_probe vm/soak_probe.cpp)

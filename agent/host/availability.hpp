@@ -14,6 +14,11 @@ struct Availability {
   std::string why;
   // Refused for a capability this process lacks (the host has the mechanism).
   bool missing_capability = false;
+  // The kernel refuses it here and now, though kvtier could use it: another
+  // user holds it (DAMON busy), a lockdown mode bars it, or the kernel's BTF is
+  // missing. kvtierd runs with what is left and says so in `kvtierctl status`
+  // and kvtier_source_refused, not only in its start-up line.
+  bool kernel_refuses = false;
 };
 
 inline Availability available(std::string why = "ok") {
@@ -21,6 +26,9 @@ inline Availability available(std::string why = "ok") {
 }
 inline Availability unavailable(std::string why) {
   return {.ok = false, .why = std::move(why)};
+}
+inline Availability refused_by_kernel(std::string why) {
+  return {.ok = false, .why = std::move(why), .kernel_refuses = true};
 }
 
 }  // namespace kvtier::agent

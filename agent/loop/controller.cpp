@@ -17,6 +17,7 @@
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/loop/ingest.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
 #include "agent/loop/recording.hpp"
@@ -93,6 +94,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   if (deps_.mover) state_.mover = deps_.mover->name();
   if (!deps_.thread_cpu) deps_.thread_cpu = thread_cpu_now;
   state_.observe_reason = deps_.observe_reason;
+  state_.refused_sources = deps_.refused_sources;
   state_.discovery = deps_.discovery;
   state_.process_watcher = deps_.process_events;
   state_.budget_bytes = bucket_.available();
@@ -195,6 +197,7 @@ Result<void> Controller::discover(TimeNs now, Telemetry& telemetry) {
   recorder_.rec(now, [&] { return RecTopology{.topology = state_.topology}; });
   telemetry.set_node_memory(state_.topology);
   telemetry.set("kvtier_observe_only", {}, deps_.mover ? 0 : 1);
+  export_refused_sources(state_.refused_sources, telemetry);
   bool changed = false;
   if (!deps_.process_events || !state_.last_rescan || now - *state_.last_rescan >= kRescanEvery) {
     changed = state_.targets.discover(state_.config,

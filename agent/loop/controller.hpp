@@ -64,6 +64,8 @@ struct ControllerDeps {
   // Null: observe-only (no demotion target, or no mover wanted).
   std::unique_ptr<Mover> mover;
   std::string observe_reason;
+  // The sources the kernel refused (kernel_refusals.hpp): status says so.
+  std::vector<SourceRefusal> refused_sources;
   // Where each tracked page is and which are huge (move_pages status queries,
   // pagemap + kpageflags).
   ResidencyReader residency{system_move_pages(), 4096, std::make_shared<KpageflagsHugeProbe>()};
@@ -141,6 +143,10 @@ class Controller {
   // stop now, the new ones start at the next step with the targets. Heat
   // stays unless its granularity changes (DAMON regions alone, or pages).
   void replace_sources(std::vector<LoopSource> sources);
+  // A reload's probe of the sources: the ones the kernel refused now.
+  void set_refused_sources(std::vector<SourceRefusal> refused) {
+    state_.refused_sources = std::move(refused);
+  }
   // Processes that started, exec'd or ended (the process watcher): targets
   // join and leave now, and the running sources are told at once.
   void on_process_events(std::span<const ProcEvent> events);

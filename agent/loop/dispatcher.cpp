@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/host/clock.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
 #include "agent/loop/recording.hpp"
@@ -100,6 +101,7 @@ void Dispatcher::move(Mover& mover, const Call& c, TimeNs now, Telemetry& teleme
                    .stats = st};
   });
   telemetry.record_moves(st, c.to_node);
+  s.move_refusals.note(st, c.pid, c.to_node, c.demotion, now);
   s.moved_total += st;
   s.record_move(now, st.bytes_moved);
   if (st.no_memory > 0 && c.demotion) {
@@ -108,7 +110,9 @@ void Dispatcher::move(Mover& mover, const Call& c, TimeNs now, Telemetry& teleme
   }
   p_.bucket.consume(std::min(st.bytes_moved, p_.bucket.available()));
   if (t != nullptr) account(*t, c, st, now, telemetry, watch);
-  if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0) {
+  // Busy pages and a full node have their own line once (kernel_refusals.hpp, the latch).
+  if (st.gone == 0 && st.moved + st.already_there == 0 && st.requested > 0 &&
+      st.busy + st.no_memory < st.requested) {
     spdlog::warn(
         "moving {} pages of {} to node {}: none moved (busy {}, pinned {}, no memory {}, "
         "permission {}, partial huge pages {}, errno {})",

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/host/numa_tiering.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
@@ -81,7 +82,11 @@ struct LoopState {
   policy::Topology topology;  // as read at the last step
   TargetSet targets;
   std::vector<SourceStatus> sources;  // empty: no source could run, heat is unknown
-  std::string mover;                  // its name; empty: observe-only
+  // Sources the kernel refused (DAMON busy, lockdown, no BTF), and the moves it
+  // refused in part (pages busy, a promotion's ENOMEM): kernel_refusals.hpp.
+  std::vector<SourceRefusal> refused_sources;
+  MoveRefusals move_refusals;
+  std::string mover;  // its name; empty: observe-only
   std::string observe_reason;
   std::uint64_t budget_bytes = 0;  // what the token bucket holds after the last step
   std::uint64_t steps = 0;

@@ -15,6 +15,7 @@
 
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
+#include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
 #include "agent/loop/target_set.hpp"
@@ -193,6 +194,15 @@ std::string scan_interval_words(TimeNs interval) {
   return fmt::format("about every {:.0f} s", static_cast<double>(interval) / 1e9);
 }
 
+// The sources the kernel refused, and why (kernel_refusals.hpp).
+json refused_sources_json(const LoopState& s) {
+  json out = json::array();
+  for (const auto& r : s.refused_sources) {
+    out.push_back({{"source", policy::source_name(r.kind)}, {"why", r.why}});
+  }
+  return out;
+}
+
 std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
   std::vector<std::string> out;
   if (s.mover.empty()) {
@@ -200,6 +210,7 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
         fmt::format("observe-only: {}", s.observe_reason.empty() ? "no mover" : s.observe_reason));
   }
   if (s.sources.empty()) out.emplace_back("no hotness source: heat is unknown, nothing is demoted");
+  refused_source_lines(s.refused_sources, source_names(s, ""), out);
   for (const auto& src : s.sources) {
     if (!src.error.empty()) {
       out.push_back(fmt::format("source {} failed: {}", policy::source_name(src.kind), src.error));
@@ -241,6 +252,7 @@ std::vector<std::string> degraded_lines(const LoopState& s, TimeNs now) {
     out.push_back(fmt::format("node {} full: a demotion there found no free memory {:.0f} s ago",
                               s.full_node, static_cast<double>(now - s.full_at) / 1e9));
   }
+  s.move_refusals.lines(now, out);
   return out;
 }
 
@@ -286,6 +298,7 @@ json describe(const LoopState& s, bool full, TimeNs now) {
           {"source_reason", reasons},
           {"source_error", error},
           {"sources", sources_json(s)},
+          {"refused_sources", refused_sources_json(s)},
           {"mover", s.mover.empty() ? json(nullptr) : json(s.mover)},
           {"observe_only", s.mover.empty()},
           {"observe_reason", s.observe_reason},

@@ -58,6 +58,7 @@ DamonSource::~DamonSource() {
 Availability DamonSource::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
   if (auto a = probe_bpf_privileges(); !a.ok) return a;
+  if (auto a = probe_bpf_kernel_reads(paths_, "the damon source"); !a.ok) return a;
   // fvaddr comes with vaddr (both are mm/damon/vaddr.c, CONFIG_DAMON_VADDR).
   if (auto a = probe_damon_vaddr(paths_); !a.ok) return a;
   if (auto a = probe_tracepoint(paths_, "damon", "damon_aggregated"); !a.ok) return a;
@@ -69,7 +70,8 @@ Availability DamonSource::probe() const {
     free_one = s && *s == "off";
   }
   if (!free_one) {
-    return unavailable(fmt::format("DAMON busy: all {} kdamonds are on (another DAMON user)", *n));
+    return refused_by_kernel(
+        fmt::format("DAMON busy: all {} kdamonds are on (another DAMON user)", *n));
   }
   return available("ok: DAMON vaddr regions via damon:damon_aggregated");
 }

@@ -57,6 +57,7 @@ MigrationCounter::~MigrationCounter() {
 
 Availability MigrationCounter::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
+  if (auto a = probe_bpf_kernel_reads(paths_, "the migration counter"); !a.ok) return a;
   if (auto a = probe_bpf_privileges(); !a.ok) return a;
   if (auto a = probe_tracepoint(paths_, "migrate", "mm_migrate_pages"); !a.ok) return a;
   auto n = tracepoint_arg_count(paths_, "mm_migrate_pages");

@@ -75,8 +75,21 @@ Result<int> count_tracepoint_args(const fs::path& path, std::string_view event) 
 Availability probe_btf(const HostPaths& paths) {
   const fs::path p = btf_path(paths);
   if (!path_exists(p)) {
-    return unavailable(
+    return refused_by_kernel(
         fmt::format("no BTF: {} missing (kernel built without CONFIG_DEBUG_INFO_BTF)", p.string()));
+  }
+  return available();
+}
+
+Availability probe_bpf_kernel_reads(const HostPaths& paths, std::string_view what) {
+  // "none integrity [confidentiality]": the mode in brackets is the one in force.
+  const fs::path p = paths.sys / "kernel/security/lockdown";
+  const auto text = read_text(p);
+  if (text && text->find("[confidentiality]") != std::string::npos) {
+    return refused_by_kernel(fmt::format(
+        "kernel lockdown is confidentiality ({}): it bars the BPF programs of {} from reading "
+        "kernel memory (bpf_probe_read_kernel); boot without lockdown=confidentiality",
+        p.string(), what));
   }
   return available();
 }

@@ -14,6 +14,12 @@ namespace kvtier::agent {
 // CO-RE needs the kernel's own BTF.
 Availability probe_btf(const HostPaths& paths);
 
+// BPF programs that read kernel memory (bpf_probe_read_kernel, BPF_CORE_READ)
+// do not load under the kernel's lockdown mode "confidentiality"
+// (/sys/kernel/security/lockdown; LOCKDOWN_BPF_READ_KERNEL): the verifier
+// does not know the helper. `what` names the programs in the answer.
+Availability probe_bpf_kernel_reads(const HostPaths& paths, std::string_view what);
+
 // Loading tracing/perf_event programs needs CAP_BPF and CAP_PERFMON (or
 // CAP_SYS_ADMIN) in the effective set.
 Availability probe_bpf_privileges();

@@ -57,6 +57,7 @@ ProcessWatcher::~ProcessWatcher() {
 
 Availability ProcessWatcher::probe() const {
   if (auto a = probe_btf(paths_); !a.ok) return a;
+  if (auto a = probe_bpf_kernel_reads(paths_, "the process watcher"); !a.ok) return a;
   if (auto a = probe_bpf_privileges(); !a.ok) return a;
   for (const char* tp : {"sched_process_exec", "sched_process_fork", "sched_process_exit"}) {
     if (auto a = probe_tracepoint(paths_, "sched", tp); !a.ok) return a;

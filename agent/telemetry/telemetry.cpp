@@ -72,6 +72,9 @@ Telemetry::Telemetry() {
   describe("kvtier_topology_changes_total", MetricKind::kCounter,
            "Changes of the NUMA topology seen between steps: a node's memory onlined or "
            "offlined, a node that became or stopped being a demotion target, came or went");
+  describe("kvtier_source_refused", MetricKind::kGauge,
+           "1 for each hotness source the kernel refused at start or at the last reload (DAMON "
+           "busy, a lockdown mode, no BTF): kvtierd runs with the others");
   describe("kvtier_observe_only", MetricKind::kGauge,
            "1 while kvtierd moves no page (no demotion target when it started), else 0");
   describe("kvtier_demoted_bytes_total", MetricKind::kCounter, "Bytes kvtier demoted, per group");

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <variant>
@@ -37,6 +40,7 @@ namespace {
 
 using testing::Fixture;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr TimeNs kSec = 1'000'000'000;
@@ -160,6 +164,12 @@ class RecordingMover final : public Mover {
           refused.emplace_back(pid, AddrRange{a, a + kPageSize});
           continue;
         }
+        // The kernel's per-page errno for a move to that node, as the test says.
+        if (auto e = page_errno.find({a, to_node}); e != page_errno.end()) {
+          (e->second == ENOMEM ? st.no_memory : st.busy) += 1;
+          st.last_errno = e->second;
+          continue;
+        }
         ++st.moved;
         st.bytes_moved += kPageSize;
         mem_.place(pid, {a, a + kPageSize}, to_node);
@@ -173,6 +183,9 @@ class RecordingMover final : public Mover {
   std::vector<MoveCall> calls;
   // The pages it refuses to move (long-term pinned), and those refused since the last take.
   AddrRange pinned;
+  // (page, node) -> the errno a move of that page to that node gets: EBUSY or
+  // EAGAIN (busy: under writeback, locked) or ENOMEM (the node is full).
+  std::map<std::pair<std::uint64_t, int>, int> page_errno;
   std::vector<std::pair<Pid, AddrRange>> refused;
   std::vector<std::uint64_t> located_huge;  // what the loop said at the last move
 
@@ -1274,6 +1287,120 @@ void hot_warm_and_back(TimeNs now, const std::vector<Pid>& pids, SourceBatch& ou
   for (Pid pid : pids) {
     if (now == kT0 + 25 * kSec) touch(out, pid, kWarm, now, 50);
   }
+}
+
+// Captures what kvtierd logs (warnings and up) while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    sink_->set_level(spdlog::level::warn);
+    sink_->set_pattern("%v");
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  // The lines that contain `what`.
+  [[nodiscard]] int count(std::string_view what) const {
+    std::istringstream lines(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) n += line.find(what) != std::string::npos;
+    return n;
+  }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+// Issue 37: the kernel leaves some pages of a demotion busy (-EBUSY, -EAGAIN:
+// under writeback, locked). They stay where they are and count as busy; one log
+// line for the episode, a status line while it lasts (a quiet minute ends it).
+// The move marks its whole range moved, so min_residence (30 s) passes before
+// they are planned again; then they move once the kernel lets go.
+TEST(Controller, BusyPagesAreSaidOnceAndPlannedAgainAfterMinResidence) {
+  Loop loop;
+  LogCapture log;
+  for (int i = 0; i < 8; ++i) {
+    loop.mover->page_errno[{kCold.start + i * kPageSize, 1}] = i % 2 == 0 ? EBUSY : EAGAIN;
+  }
+  loop.steps_until(kT0 + 12 * kSec);
+  EXPECT_EQ(loop.ctl->state().moved_total.busy, 8U);
+  EXPECT_EQ(loop.ctl->state().moved_total.moved, 512U - 8);
+  EXPECT_EQ(loop.telemetry.value("kvtier_page_moves_total", {{"node", "1"}, {"status", "busy"}}),
+            8.0);
+  EXPECT_EQ(log.count("moving pages of 4242 to node 1: 8 pages busy (-EBUSY/-EAGAIN"), 1);
+  EXPECT_THAT(loop.describe(false)["degraded"].dump(),
+              HasSubstr("8 pages busy in moves since 2 s ago, the last 2 s ago"));
+
+  loop.steps_until(kT0 + 45 * kSec, kT0 + 13 * kSec);
+  EXPECT_EQ(loop.ctl->state().moved_total.busy, 16U) << "planned again after min_residence";
+  EXPECT_EQ(log.count("pages busy (-EBUSY/-EAGAIN"), 1) << "one line for the episode";
+  loop.mover->page_errno.clear();  // the writeback ended
+  loop.steps_until(kT0 + 80 * kSec, kT0 + 46 * kSec);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB) << "moved at the next try";
+  EXPECT_EQ(loop.ctl->state().moved_total.busy, 16U);
+  loop.steps_until(kT0 + 120 * kSec, kT0 + 81 * kSec);
+  EXPECT_THAT(loop.describe(false)["degraded"].dump(), Not(HasSubstr("pages busy")))
+      << "a quiet minute since the last busy page";
+}
+
+// Issue 37: a promotion meets a full node 0 (ENOMEM): the hot pages stay on the
+// slow node, kvtierd says so once and status shows it; no node-full latch (that
+// is for demotions to a CPU-less node): they are planned again after
+// min_residence and move once node 0 has room.
+TEST(Controller, APromotionThatFindsNodeZeroFullIsSaidAndPlannedAgain) {
+  Loop loop([](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    hot_and_warm(now, pids, out);
+    for (Pid pid : pids) {
+      if (now >= kT0 + 25 * kSec) touch(out, pid, kWarm, now, 50);
+    }
+  });
+  LogCapture log;
+  loop.steps_until(kT0 + 24 * kSec);
+  ASSERT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB) << "the warm MiB was demoted";
+  for (std::uint64_t a = kWarm.start; a < kWarm.end; a += kPageSize) {
+    loop.mover->page_errno[{a, 0}] = ENOMEM;
+  }
+  loop.step(kT0 + 25 * kSec);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 1), kMiB) << "no room on node 0";
+  EXPECT_EQ(loop.ctl->state().moved_total.no_memory, 256U);
+  EXPECT_EQ(
+      loop.telemetry.value("kvtier_page_moves_total", {{"node", "0"}, {"status", "no_memory"}}),
+      256.0);
+  EXPECT_EQ(log.count("promoting pages of 4242 to node 0: no free memory there (ENOMEM for 256 "
+                      "pages)"),
+            1);
+  EXPECT_THAT(loop.describe(false)["degraded"].dump(),
+              HasSubstr("node 0 full for promotions: 256 pages found no free memory there"));
+  loop.mover->page_errno.clear();  // memory freed on node 0
+  loop.steps_until(kT0 + 60 * kSec, kT0 + 26 * kSec);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, kWarm, 0), kMiB) << "promoted once planned again";
+  EXPECT_EQ(log.count("no free memory there"), 1);
+}
+
+// Issue 37: sources the kernel refused at start (DAMON busy, lockdown, no BTF)
+// are a degraded line in status, a refused_sources entry and a metric.
+TEST(Controller, SourcesTheKernelRefusedAreInStatusAndTheMetric) {
+  Loop loop(
+      hot_and_warm, true, SourceKind::kFault, kConfig, false, {}, false, [](ControllerDeps& deps) {
+        deps.refused_sources = {{.kind = SourceKind::kDamon,
+                                 .why = "DAMON busy: all 1 kdamonds are on (another DAMON user)"}};
+      });
+  loop.step(kT0);
+  const auto st = loop.describe(false);
+  EXPECT_THAT(st["degraded"].dump(),
+              HasSubstr("source damon refused by the kernel: DAMON busy: all 1 kdamonds are on "
+                        "(another DAMON user); kvtierd runs with faults"));
+  EXPECT_EQ(st["refused_sources"][0]["source"], "damon");
+  EXPECT_EQ(loop.telemetry.value("kvtier_source_refused", {{"source", "damon"}}), 1.0);
+  loop.ctl->set_refused_sources({});  // a reload found DAMON free
+  loop.step(kT0 + kSec);
+  EXPECT_EQ(loop.describe(false)["refused_sources"], nlohmann::json::array());
+  EXPECT_EQ(loop.telemetry.value("kvtier_source_refused", {{"source", "damon"}}), 0.0);
 }
 
 // A return watch that records what the loop arms and disarms.

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "agent/sources/damon_source.hpp"
 #include "agent/sources/perf_events.hpp"
 #include "agent/sources/probes.hpp"
 #include "fixture.hpp"
@@ -7,6 +8,7 @@
 namespace kvtier {
 namespace {
 
+using agent::probe_bpf_kernel_reads;
 using agent::probe_btf;
 using agent::probe_damon_vaddr;
 using agent::probe_page_idle;
@@ -20,8 +22,49 @@ TEST(SourceProbes, NoBtfSaysSo) {
   EXPECT_FALSE(a.ok);
   EXPECT_NE(a.why.find("no BTF"), std::string::npos) << a.why;
   EXPECT_NE(a.why.find("kernel/btf/vmlinux"), std::string::npos) << a.why;
+  EXPECT_TRUE(a.kernel_refuses) << "status reports it, not only the start-up line";
   t.write("sys/kernel/btf/vmlinux", "x");
   EXPECT_TRUE(probe_btf(t.paths()).ok);
+}
+
+// Issue 37: lockdown=confidentiality bars bpf_probe_read_kernel (the damon
+// source's, the migration counter's and the process watcher's programs use it);
+// integrity (and no lockdown LSM at all) leaves them be.
+TEST(SourceProbes, LockdownConfidentialityBarsBpfKernelReads) {
+  Fixture t({dir("proc"), dir("sys")});
+  EXPECT_TRUE(probe_bpf_kernel_reads(t.paths(), "the damon source").ok) << "no lockdown file";
+  t.write("sys/kernel/security/lockdown", "none [integrity] confidentiality\n");
+  EXPECT_TRUE(probe_bpf_kernel_reads(t.paths(), "the damon source").ok);
+  t.write("sys/kernel/security/lockdown", "none integrity [confidentiality]\n");
+  const auto a = probe_bpf_kernel_reads(t.paths(), "the damon source");
+  EXPECT_FALSE(a.ok);
+  EXPECT_TRUE(a.kernel_refuses);
+  EXPECT_FALSE(a.missing_capability);
+  EXPECT_NE(a.why.find("kernel lockdown is confidentiality"), std::string::npos) << a.why;
+  EXPECT_NE(a.why.find("kernel/security/lockdown"), std::string::npos) << a.why;
+  EXPECT_NE(a.why.find("the damon source"), std::string::npos) << a.why;
+}
+
+// Issue 37: every kdamond on (another DAMON user holds the sysfs tree): the
+// damon source is refused by the kernel, which status reports.
+TEST(SourceProbes, DamonBusyIsAKernelRefusal) {
+  if (!agent::probe_bpf_privileges().ok) {
+    GTEST_SKIP() << "the damon source's probe asks for CAP_BPF before DAMON: run as root";
+  }
+  Fixture t({dir("proc"), dir("sys")});
+  t.copy("sources/damon-vaddr");
+  t.write("sys/kernel/btf/vmlinux", "x");
+  t.mkdir("sys/kernel/tracing/events/damon/damon_aggregated");
+  const agent::DamonSource src(t.paths(), agent::DamonOptions{});
+  EXPECT_TRUE(src.probe().ok) << src.probe().why;
+  t.write("sys/kernel/mm/damon/admin/kdamonds/0/state", "on\n");
+  const auto a = src.probe();
+  EXPECT_FALSE(a.ok);
+  EXPECT_TRUE(a.kernel_refuses);
+  EXPECT_EQ(a.why, "DAMON busy: all 1 kdamonds are on (another DAMON user)");
+  t.write("sys/kernel/mm/damon/admin/kdamonds/0/state", "off\n");
+  t.write("sys/kernel/security/lockdown", "none integrity [confidentiality]\n");
+  EXPECT_TRUE(src.probe().kernel_refuses) << src.probe().why;
 }
 
 TEST(SourceProbes, TracepointFoundInMountedTracefs) {

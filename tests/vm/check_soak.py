@@ -5,7 +5,9 @@ byte (it verifies what it reads, and its whole pool when it stops); the kernel's
 BPF programs loaded and the kdamonds on are what they were before kvtierd first started;
 kvtierd started once more than it was SIGKILLed, the supervisor saw each end; one 'reload
 rejected' per bad reload, one 'no longer a demotion target' and one 'demotion target again'
-per node offline and online; kvtierd answered after each burst of idle clients and runs at
+per node offline and online; each time the CXL node was filled, kvtierd stopped its plan at
+the node's fill limit or met ENOMEM within 120 s, left an idle buffer off the node, and moved
+all of it there once the node was freed, no byte of it changed; kvtierd answered after each burst of idle clients and runs at
 the end. Printed: the faults by kind, the bytes verified, the scrapes, kvtierd's RSS over time;
 its RSS at the end is held to at most twice that at the start (a leak, not noise)."""
 import collections
@@ -83,10 +85,24 @@ if int(need("LOG_TOPOLOGY_LOST")) != len(full_off) or int(need("LOG_TOPOLOGY_BAC
                     f"topology lines for {len(full_off)} full offlines")
 for f in faults:
     if f[0] == "node_full":
-        print(f"check_soak: node {cxl} full: {f[1]} huge pages reserved there, {f[2]} kB left "
-              "free")
-        if f[3] != "0":
-            problems.append(f"node {cxl}'s huge pages not released: {f}")
+        # FAULT=node_full FREE_KB LEFT_KB FILL_S HOW SEEN_S HELD_BYTES BACK_S NO_MEMORY FULL_LINES
+        #   CHECKED CORRUPTED [THERE_BYTES: on the node when the wait for BACK_S ended]
+        free_kb, left_kb, fill_s, how, seen_s, held, back_s, nomem, full, checked, bad = f[1:12]
+        there = f[12] if len(f) > 12 else "?"
+        print(f"check_soak: node {cxl} full: {free_kb} kB filled in {fill_s} s, {left_kb} kB "
+              f"left free; kvtierd: {how} after {seen_s} s ({nomem} no_memory pages, {full} "
+              f"'is full' lines), the buffer's bytes there meanwhile {held}; freed, all of it "
+              f"there in {back_s} s ({there} bytes there then); {checked} bytes checked, {bad} "
+              "corrupted")
+        if how == "never":
+            problems.append(f"node {cxl} filled, and kvtierd neither stopped its plan at the "
+                            f"node's fill limit nor met ENOMEM within 120 s: {f}")
+        if int(held) >= 16 << 20:
+            problems.append(f"the whole buffer went to the full node {cxl}: {f}")
+        if back_s == "never":
+            problems.append(f"node {cxl} freed, and the buffer did not all reach it within the wait: {f}")
+        if bad != "0" or checked in ("-", "0"):
+            problems.append(f"the buffer demoted to the full node was not verified clean: {f}")
     if f[0] == "idle_clients" and f[-1] != "1":
         problems.append(f"kvtierctl status failed after 64 idle clients: {f}")
     if f[0] == "idle_clients" and f[-2] != "1":
@@ -96,8 +112,9 @@ for f in faults:
 if len(gone_lines) != kinds["target_restart"] or any(n != "1" for _, n in gone_lines):
     problems.append(f"'target PID (kvsim) is gone' lines per restarted pid: {gone_lines}, want "
                     f"one for each of {kinds['target_restart']} restarts")
-print(f"check_soak: 'node {cxl} is full' lines (a demotion that met the full node; not every "
-      f"node_full fault meets one): {need('LOG_NODE_FULL')}")
+# kvtierd plans no demotion to a node its last read found full (the fill limit), so a move
+# meets ENOMEM only when the node filled between that read and the move: printed.
+print(f"check_soak: 'node {cxl} is full' lines (ENOMEM met by a move): {need('LOG_NODE_FULL')}")
 if kinds["idle_clients"] and int(need("LOG_ROOT_ROOM")) == 0:
     problems.append("64 idle clients, and kvtierd never logged closing one to make room for root")
 
@@ -106,8 +123,11 @@ print(f"check_soak: Prometheus scrapes every 100 ms: {ok} ok, {failed} failed (k
       f"between a SIGKILL and its restart); the last error: {vals.get('SCRAPE_LAST_ERROR')!r}")
 if int(ok) == 0:
     problems.append("no Prometheus scrape succeeded")
-status = json.loads(need("STATUS_END"))
-if status.get("loop", {}).get("topology", {}).get("demotion_targets") != [int(cxl)]:
+status = json.loads(need("STATUS_END") or "{}")
+if not status:
+    problems.append(f"kvtierctl status --json got no answer at the end in "
+                    f"{vals.get('STATUS_END_TRIES')} tries")
+elif status.get("loop", {}).get("topology", {}).get("demotion_targets") != [int(cxl)]:
     problems.append(f"kvtierd at the end: {status.get('loop', {}).get('topology')}")
 start_kb, end_kb = int(need("RSS_START_KB")), int(need("RSS_END_KB"))
 print(f"check_soak: kvtierd RSS: start {start_kb} kB, end {end_kb} kB; over time (uptime s, kB): "

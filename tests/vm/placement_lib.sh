@@ -95,3 +95,24 @@ kdamonds_on() {
   done
   echo $on
 }
+
+# fill_buffer MIB FILE: kvtier_fill_check --mib MIB (idle for an hour, or until SIGTERM) in
+# the background, its output in FILE; waits (at most 600 s of the guest's clock: the 30-minute
+# soak's second node_full fault waited more than 60 s once, on a loaded host) for its first
+# line and sets fill_pid, fill_start and fill_end (the buffer's addresses, decimal). Without
+# that line: says so on stderr, fill_pid is the process's and fill_start and fill_end are 0.
+fill_buffer() {
+  kvtier_fill_check --mib "$1" --seconds 3600 > "$2" &
+  fill_pid=$! fill_start=0 fill_end=0
+  n=0
+  while [ ! -s "$2" ] && [ $n -lt 6000 ]; do
+    n=$((n + 1))
+    sleep 0.1
+  done
+  if [ -s "$2" ]; then
+    set -- $(head -n 1 "$2" | sed 's/[^0-9]/ /g')
+    fill_pid=$1 fill_start=$2 fill_end=$3
+  else
+    echo "fill_buffer: kvtier_fill_check $fill_pid printed nothing in 600 s" >&2
+  fi
+}

@@ -11,6 +11,10 @@
 //       (status 200 and a kvtier_ metric in the body) or "failed WHY". The
 //       guest's busybox wget dies with SIGSEGV, and one process costs less
 //       than one exec a scrape under TCG.
+//   kvtier_soak_probe metric PORT NAME [LABEL=VALUE...]   prints the sum of
+//       the samples of metric NAME whose labels include every LABEL="VALUE"
+//       given (0 when none), from one GET of /metrics; exit 1 when the GET
+//       fails.
 
 #include <arpa/inet.h>
 #include <linux/bpf.h>
@@ -22,6 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -30,6 +35,7 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -83,8 +89,9 @@ int clients(const char* path, int n) {
   return 0;
 }
 
-// One GET of /metrics; "" when it was a good answer, else why not.
-std::string scrape_once(int port, std::size_t& bytes) {
+// One GET of /metrics; "" when it was a good answer, else why not. The answer
+// goes to *body when given.
+std::string scrape_once(int port, std::size_t& bytes, std::string* body = nullptr) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return std::string("socket: ") + std::strerror(errno);
   timeval tv{.tv_sec = 5, .tv_usec = 0};
@@ -117,7 +124,43 @@ std::string scrape_once(int port, std::size_t& bytes) {
     return "status: " + resp.substr(0, resp.find('\r'));
   }
   if (resp.find("\nkvtier_") == std::string::npos) return "no kvtier_ metric in the body";
+  if (body != nullptr) *body = std::move(resp);
   return "";
+}
+
+// The sum of NAME's samples whose label set holds every one of `want`
+// (LABEL=VALUE, matched as LABEL="VALUE").
+int metric(int port, const std::string& name, const std::vector<std::string>& want) {
+  std::size_t bytes = 0;
+  std::string body;
+  if (const std::string why = scrape_once(port, bytes, &body); !why.empty()) {
+    std::fprintf(stderr, "kvtier_soak_probe: GET /metrics on port %d: %s\n", port, why.c_str());
+    return 1;
+  }
+  double sum = 0;
+  std::size_t at = 0;
+  while (at < body.size()) {
+    const std::size_t eol = std::min(body.find('\n', at), body.size());
+    const std::string line = body.substr(at, eol - at);
+    at = eol + 1;
+    if (line.compare(0, name.size(), name) != 0 || line.size() <= name.size()) continue;
+    const char next = line[name.size()];
+    if (next != '{' && next != ' ') continue;
+    const std::size_t close = line.find('}');
+    const std::string labels = next == '{' && close != std::string::npos
+                                   ? line.substr(name.size(), close - name.size() + 1)
+                                   : std::string();
+    bool all = true;
+    for (const std::string& kv : want) {
+      const std::size_t eq = kv.find('=');
+      const std::string quoted = kv.substr(0, eq) + "=\"" + kv.substr(eq + 1) + "\"";
+      all = all && (labels.find("{" + quoted) != std::string::npos ||
+                    labels.find("," + quoted) != std::string::npos);
+    }
+    if (all) sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  std::printf("%.0f\n", sum);
+  return 0;
 }
 
 int scrape(int port, int interval_ms) {
@@ -146,6 +189,11 @@ int main(int argc, char** argv) {
   if (cmd == "bpf-progs" && argc == 2) return bpf_progs();
   if (cmd == "clients" && argc == 4) return clients(argv[2], std::atoi(argv[3]));
   if (cmd == "scrape" && argc == 4) return scrape(std::atoi(argv[2]), std::atoi(argv[3]));
-  std::fprintf(stderr, "usage: kvtier_soak_probe clients SOCKET N | bpf-progs | scrape PORT MS\n");
+  if (cmd == "metric" && argc >= 4) {
+    return metric(std::atoi(argv[2]), argv[3], std::vector<std::string>(argv + 4, argv + argc));
+  }
+  std::fprintf(stderr,
+               "usage: kvtier_soak_probe clients SOCKET N | bpf-progs | scrape PORT MS | "
+               "metric PORT NAME [LABEL=VALUE...]\n");
   return 2;
 }

@@ -16,6 +16,8 @@ source "$(dirname "$0")/lib.sh"
 seed=${KVTIER_SOAK_SEED:-37}
 secs=${KVTIER_SOAK_SECONDS:-150}
 echo "topology: the soak's seed $seed, ${secs} s (again: KVTIER_SOAK_SEED=$seed tests/vm/topology.sh)"
+# As scripts/soak.sh: the node_full fault's fill of the CXL node takes no write (init_on_alloc=0).
+export KVTIER_VM_APPEND="${KVTIER_VM_APPEND:+$KVTIER_VM_APPEND }init_on_alloc=0"
 rc=0
 out=$(vm_run --cxl --timeout 1200 "$@" -- sh -c \
   "sh /kvtier/tests/vm/topology_guest.sh; echo '--- soak'; sh /kvtier/tests/vm/soak_guest.sh ${secs}s $seed 3 8") ||

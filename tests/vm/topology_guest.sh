@@ -20,15 +20,8 @@ placement_config topology '^kvtier_fill_che'
 # The faults source alone, NUMA balancing off: the buffer is idle after it is
 # written, so every page turns cold and stays so (as in vm.pinned).
 printf '[sources]\nuse = ["faults"]\n' >> /tmp/kvtier.toml
-kvtier_fill_check --mib 16 --seconds 3000 > /tmp/fill.json &
-fp=$!
-n=0
-while [ ! -s /tmp/fill.json ] && [ $n -lt 600 ]; do
-  n=$((n + 1))
-  sleep 0.1
-done
-set -- $(head -n 1 /tmp/fill.json | sed 's/[^0-9]/ /g')
-pid=$1 start=$2 end=$3
+fill_buffer 16 /tmp/fill.json
+pid=$fill_pid start=$fill_start end=$fill_end fp=$fill_pid
 kvtierd --config /tmp/kvtier.toml --foreground > /tmp/kvtierd.log 2>&1 &
 kp=$!
 
