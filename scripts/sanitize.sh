@@ -4,7 +4,8 @@
 # -O1 with AddressSanitizer and UndefinedBehaviorSanitizer (-DKVTIER_SANITIZE=ON
 # -DKVTIER_FUZZ=ON) into ${KVTIER_SAN_BUILD_DIR:-build-san}. Then it runs the
 # unit and privileged tests there (privileged only as root) and each fuzz
-# target for a short fixed time (ctest label fuzz; scripts/fuzz.sh runs longer).
+# target for a short fixed time, as many at once as there are cores (ctest label fuzz;
+# scripts/fuzz.sh runs longer).
 # Any sanitizer finding fails the test that hit it.
 # Usage: scripts/sanitize.sh [--build-only]
 set -euo pipefail
@@ -33,6 +34,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 rc=0
 ctest --test-dir "$build" --output-on-failure --timeout 1200 -j "$(nproc)" -L "$labels" || rc=$?
-ctest --test-dir "$build" --output-on-failure -L fuzz || rc=$?
+# The fuzz targets side by side, one per core: each still fuzzes for its fixed time on a core.
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -L fuzz || rc=$?
 echo "sanitize: finished in $(($(date +%s) - start)) s"
 exit $rc

@@ -7,4 +7,4 @@ set_tests_properties(package.deb_contents PROPERTIES
   ENVIRONMENT "KVTIER_BUILD_DIR=${PROJECT_BINARY_DIR}")
 kvtier_vm_test(systemd_service systemd_guest.sh)
 set_tests_properties(vm.systemd_service PROPERTIES TIMEOUT 2400
-  RESOURCE_LOCK "kvtier_vm;kvtier_package")
+  RESOURCE_LOCK kvtier_package)
