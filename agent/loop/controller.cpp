@@ -25,6 +25,7 @@
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
 #include "agent/loop/recording.hpp"
+#include "agent/loop/residency_check.hpp"
 #include "agent/loop/shared_pools.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/loop/topology_watch.hpp"
@@ -67,15 +68,6 @@ std::vector<AddrRange> page_runs(std::vector<std::uint64_t>& pages) {
       out.push_back({p, p + kPageSize});
     }
   }
-  return out;
-}
-
-// Bytes per node as the heat table knows them.
-std::map<int, std::uint64_t> bytes_per_node(const policy::HeatTable& heat, TimeNs now) {
-  std::map<int, std::uint64_t> out;
-  heat.for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
-    if (u.node >= 0) out[u.node] += n * u.range.bytes();
-  });
   return out;
 }
 
@@ -621,16 +613,31 @@ void Controller::add_to_heat(const SourceBatch& batch) {
 // Where every tracked page is (the heat table's nodes), which 2 MiB blocks are
 // huge pages (planned whole from now on), and bytes per node for telemetry. A
 // full read walks every tracked page (a move_pages status query each, the
-// loop's biggest cost), so it happens every kFullResidencyEvery; in between,
-// only the pages sampled this step are read again (the kernel may have promoted
-// them), and kvtier's own moves are known from the mover.
+// loop's biggest cost), so it happens once per target; after it, a check every
+// kFullResidencyEvery reads what the evidence makes worth reading
+// (residency_check.hpp), each step the pages sampled since (the kernel may have
+// promoted them) and the ranges to read again; kvtier's own moves are known
+// from the mover.
 void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
   std::map<Pid, std::map<int, std::uint64_t>> residency;
   for (auto& [pid, t] : state_.targets.all()) {
-    const bool full =
-        t.last_full_residency == 0 || now >= t.last_full_residency + kFullResidencyEvery;
+    const bool full = t.last_full_residency == 0;
+    const bool check = !full && now >= t.last_full_residency + kFullResidencyEvery;
     std::string error;
+    const bool some = check || (!full && !t.reread.empty());
+    if (some) {
+      // After the first read: the check and the ranges to read again (residency_check.hpp).
+      PageMap map = update_residency(deps_.residency, t, now, check, state_.steps,
+                                     check ? kernel_moves(deps_.paths) : std::nullopt, &error);
+      rec_residency(pid, check, map, now);
+      // A check arms what the table has on a slow node, as the full read did.
+      if (!check) watch_slow_runs(t, map);
+      if (check && active_watch() != nullptr) watch_slow_runs(t, table_runs(*t.heat, now));
+      if (check) t.last_full_residency = now;
+    }
     if (full) {
+      t.reread.clear();
+      t.kernel_moves_at_check = kernel_moves(deps_.paths);
       PageMap map = deps_.residency.map(pid, t.vmas, &error);
       rec_residency(pid, true, map, now);
       for (const auto& run : map.runs) t.heat->set_node(run.range, run.node);
@@ -640,11 +647,11 @@ void Controller::read_residency(TimeNs now, Telemetry& telemetry) {
       t.not_present_bytes = map.not_present_bytes;
       t.huge_blocks = std::move(map.huge_blocks);
       t.last_full_residency = now;
-    } else if (!t.touched_pages.empty()) {
+    } else if (some || !t.touched_pages.empty()) {
       // The pages sampled since the last read may have moved (the kernel's
       // promotions); kvtier's own moves are counted as they happen (move()).
-      refresh_touched(t, now, &error);
-      t.bytes_per_node = bytes_per_node(*t.heat, now);
+      if (!t.touched_pages.empty()) refresh_touched(t, now, &error);
+      t.bytes_per_node = table_bytes_per_node(*t.heat, now, &t.not_present_bytes);
     }
     t.touched_pages.clear();
     // Gone or not allowed: what was read counts; discover() drops it next step.
@@ -942,8 +949,8 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
       }
     } else {
       // Pages left behind (busy, pinned, a partial huge page...) are not where
-      // the heat table will say: the next step reads every page's node again.
-      t->last_full_residency = 0;
+      // the heat table will say: the next step reads these ranges' nodes again.
+      t->reread.insert(t->reread.end(), ranges.begin(), ranges.end());
     }
     for (const auto& r : ranges) t->heat->mark_moved(r, to_node, now, demotion);
     // Demoted: its first touch wakes the promotion tick. Promoted: no longer watched.
