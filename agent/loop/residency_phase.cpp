@@ -18,7 +18,6 @@
 #include "agent/telemetry/telemetry.hpp"
 #include "policy/heat.hpp"
 #include "policy/rules.hpp"
-#include "policy/topology.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
