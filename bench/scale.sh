@@ -4,6 +4,8 @@
 # 4 TiB of tracked memory, by build/bench/kvtier_scale_bench (bench/scale_bench.cpp says what
 # it generates and what is real). Four parts:
 #   1. the KV shape (3% of the sequences hot, 7% warm, the rest idle on the CXL node), 1 target;
+#      then at 1 TiB with the kernel demoting elsewhere between steps (the residency check then
+#      reads every page with evidence: agent/loop/residency_check.hpp);
 #   2. the added memory cold: 1638 MiB hot and warm at every size (16 GiB's share);
 #   3. 64 and 256 targets with 16 GiB between them, against 1 target;
 #   4. real: a child with the largest anonymous mapping this machine holds now (MemAvailable
@@ -38,6 +40,8 @@ if ((short)); then
 fi
 echo "== 1. the KV shape, one target"
 "$bin" --sizes 16GiB,128GiB,1TiB,4TiB
+echo "== 1b. the KV shape, the kernel demoting elsewhere between steps"
+"$bin" --sizes 1TiB --kernel-moves
 echo "== 2. the added memory cold (hot and warm fixed at 1638 MiB)"
 "$bin" --sizes 16GiB,128GiB,1TiB --hot-bytes 1638MiB
 for n in 64 256; do

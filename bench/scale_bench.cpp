@@ -23,14 +23,17 @@
 // nothing on it, and the mover only records.
 //
 //   kvtier_scale_bench [--sizes 16GiB,128GiB,1TiB,4TiB] [--steps 6] [--targets 1]
-//                      [--hot-share 0.03] [--hot-bytes SIZE] [--real SIZE]
+//                      [--hot-share 0.03] [--hot-bytes SIZE] [--kernel-moves] [--real SIZE]
 //
 // Prints per size: the resident memory the loop added (kvtierd's side, the
 // generator's own excluded), bytes per tracked page, the step's CPU by phase
-// (mean over --steps steps 5 s apart, one of them reading every page's node,
-// as kvtierd does every 30 s), plan()'s time alone, and the growth exponent
-// between sizes. Exits 1 when the loop's mechanics disagree with the
-// generator (tracked bytes, bytes per node, moves in the steady state).
+// (mean over --steps steps 5 s apart, one of them with the residency check
+// kvtierd makes every 30 s: agent/loop/residency_check.hpp), the check's
+// residency phase and the pages it asked the move_pages query about (the
+// kernel's cost: about 190 ns a page), a read of every page's node (what that
+// phase cost before the check), plan()'s time alone, and the growth exponent
+// between sizes. Exits 1 when the loop's mechanics disagree with the generator
+// (tracked bytes, bytes per node, moves in the steady state).
 
 #include <fmt/format.h>
 #include <malloc.h>
@@ -184,16 +187,19 @@ policy::Topology two_tiers(std::uint64_t dram_used, std::uint64_t cxl_used,
 
 // What one size measured.
 struct Figures {
-  std::uint64_t tracked = 0;  // bytes
-  std::uint64_t rss = 0;      // resident bytes the loop added
-  std::uint64_t heat = 0;     // HeatTable::memory_bytes, all targets
-  agent::LoopCpu cpu{};       // per step, mean
-  TimeNs step_cpu = 0;        // per step, mean, all phases
-  TimeNs full_residency = 0;  // the residency phase of the step that read every page
-  TimeNs plan = 0;            // policy::plan alone, the fastest of 3
-  std::uint64_t samples = 0;  // per step
-  std::uint64_t moves = 0;    // pages the steady state's plans asked to move
-  std::string problem;        // the mechanics disagreed
+  std::uint64_t tracked = 0;      // bytes
+  std::uint64_t rss = 0;          // resident bytes the loop added
+  std::uint64_t heat = 0;         // HeatTable::memory_bytes, all targets
+  agent::LoopCpu cpu{};           // per step, mean
+  TimeNs step_cpu = 0;            // per step, mean, all phases
+  TimeNs check_residency = 0;     // the residency phase of the step with the 30 s check
+  TimeNs full_read = 0;           // a read of every tracked page's node (the check's predecessor)
+  std::uint64_t asked = 0;        // pages the residency reader has asked the query about
+  std::uint64_t check_asked = 0;  // of them, in the step with the check
+  TimeNs plan = 0;                // policy::plan alone, the fastest of 3
+  std::uint64_t samples = 0;      // per step
+  std::uint64_t moves = 0;        // pages the steady state's plans asked to move
+  std::string problem;            // the mechanics disagreed
 };
 
 // policy::plan over the loop's state as the controller's plan phase sees it.
@@ -218,23 +224,34 @@ TimeNs time_plan(const agent::LoopState& st, TimeNs now) {
   return best;
 }
 
+// What the residency phase cost every 30 s before issue 33's check: every tracked page's
+// node read (ResidencyReader::map over the mappings), all targets.
+TimeNs time_full_read(const agent::LoopState& st, agent::ResidencyReader reader) {
+  const TimeNs a = agent::thread_cpu_now();
+  for (const auto& [pid, t] : st.targets.all()) (void)reader.map(pid, t.vmas);
+  return agent::thread_cpu_now() - a;
+}
+
 // Runs `steps` steady-state steps and fills the figures common to both modes.
-// `before_step(now)` prepares each step's evidence.
+// `before_step(now)` prepares each step's evidence; `reader` is the loop's residency
+// reader's twin, for time_full_read.
 template <class Before>
 void measure_steps(Controller& ctl, agent::Telemetry& tel, int steps, TimeNs first, TimeNs interval,
-                   Before&& before_step, Figures& f) {
+                   Before&& before_step, Figures& f, agent::ResidencyReader reader) {
   const agent::LoopCpu start = ctl.state().cpu;
   TimeNs now = first;
   for (int s = 0; s < steps; ++s) {
     now = before_step(s);
     const agent::LoopCpu pre = ctl.state().cpu;
+    const std::uint64_t asked = f.asked;
     if (auto ok = ctl.step(agent::StepContext{.now = now}, tel); !ok) {
       f.problem = "step: " + ok.error().message;
       return;
     }
     if (s == 0) {
       const auto r = static_cast<std::size_t>(agent::LoopPhase::kResidency);
-      f.full_residency = ctl.state().cpu[r] - pre[r];
+      f.check_residency = ctl.state().cpu[r] - pre[r];
+      f.check_asked = f.asked - asked;
     }
   }
   for (std::size_t i = 0; i < agent::kLoopPhases; ++i) {
@@ -242,6 +259,7 @@ void measure_steps(Controller& ctl, agent::Telemetry& tel, int steps, TimeNs fir
     f.step_cpu += f.cpu[i];
   }
   f.plan = time_plan(ctl.state(), now);
+  f.full_read = time_full_read(ctl.state(), std::move(reader));
   (void)interval;
   for (const auto& [pid, t] : ctl.state().targets.all()) {
     f.tracked += t.heat->tracked_bytes();
@@ -256,8 +274,16 @@ policy::CompiledConfig compiled() {
   return std::move(*cc);
 }
 
+// The synthetic kernel's own moves (its reclaim's demotions): `demoted` pages since boot.
+void write_vmstat(const std::filesystem::path& root, std::uint64_t demoted) {
+  std::filesystem::create_directories(root / "proc");
+  std::ofstream(root / "proc/vmstat") << fmt::format(
+      "nr_free_pages 1000\npgpromote_success 0\npgdemote_kswapd {}\npgdemote_direct 0\n", demoted);
+}
+
 // The /proc tree of the synthetic targets: one anonymous mapping, the pool.
 void write_proc(const std::filesystem::path& root, const std::vector<Pool>& pools) {
+  write_vmstat(root, 0);
   for (const auto& p : pools) {
     const auto dir = root / "proc" / std::to_string(p.pid);
     std::filesystem::create_directories(dir);
@@ -279,6 +305,9 @@ struct Synthetic {
   double warm_share = 0.07;
   std::uint64_t samples = 320ULL * 1024;  // per step: 64 Ki pages/s, the NUMA scan's default
   int steps = 6;
+  // The kernel demotes something between steps (its counter grows; no page of the pools moves):
+  // the residency check reads the pages with evidence in full.
+  bool kernel_moves = false;
 };
 
 // The synthetic targets' pools, `o.size` spread over `o.targets`.
@@ -312,24 +341,41 @@ Placed placed(const std::vector<Pool>& pools, std::uint64_t size) {
   return n;
 }
 
+// `query`, counting the pages it is asked about into `*asked` (if not null).
+agent::MovePagesFn counted(agent::MovePagesFn query, std::uint64_t* asked) {
+  if (asked == nullptr) return query;
+  return [query = std::move(query), asked](Pid pid, std::span<void*> pages, const int* nodes,
+                                           std::span<int> status, int flags) {
+    *asked += pages.size();
+    return query(pid, pages, nodes, status, flags);
+  };
+}
+
+// The pools' page nodes as the move_pages status query.
+agent::ResidencyReader generator_reader(const std::map<Pid, Pool*>& by_pid,
+                                        std::uint64_t* asked = nullptr) {
+  return agent::ResidencyReader(
+      counted(
+          [&by_pid](Pid pid, std::span<void*> pages, const int* /*nodes*/, std::span<int> status,
+                    int) -> agent::MovePagesResult {
+            auto it = by_pid.find(pid);
+            if (it == by_pid.end()) return {.ret = -1, .err = ESRCH};
+            for (std::size_t i = 0; i < pages.size(); ++i) {
+              status[i] = it->second->node_of(reinterpret_cast<std::uint64_t>(pages[i]));
+            }
+            return {};
+          },
+          asked),
+      4096, nullptr);
+}
+
 // The loop's pieces over the generator: the fixture /proc under `dir`, the pools' page nodes as
 // the residency reader, two tiers as the topology, `source` and `mover`.
 ControllerDeps synthetic_deps(const std::filesystem::path& dir, const std::map<Pid, Pool*>& by_pid,
                               const Placed& n, std::unique_ptr<PreparedSource> source,
-                              std::unique_ptr<CountingMover> mover) {
+                              std::unique_ptr<CountingMover> mover, std::uint64_t* asked) {
   ControllerDeps deps{.paths = agent::HostPaths::under(dir),
-                      .residency = agent::ResidencyReader(
-                          [&by_pid](Pid pid, std::span<void*> pages, const int* /*nodes*/,
-                                    std::span<int> status, int) -> agent::MovePagesResult {
-                            auto it = by_pid.find(pid);
-                            if (it == by_pid.end()) return {.ret = -1, .err = ESRCH};
-                            for (std::size_t i = 0; i < pages.size(); ++i) {
-                              status[i] =
-                                  it->second->node_of(reinterpret_cast<std::uint64_t>(pages[i]));
-                            }
-                            return {};
-                          },
-                          4096, nullptr),
+                      .residency = generator_reader(by_pid, asked),
                       .self = 1,
                       .topology = [=]() -> Result<policy::Topology> {
                         return two_tiers(n.dram_used, n.cxl_used, n.dram_total, n.cxl_total);
@@ -399,7 +445,8 @@ Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
   auto mover = std::make_unique<CountingMover>();
   CountingMover* counted = mover.get();
   agent::Telemetry tel;
-  Controller ctl(compiled(), synthetic_deps(dir, by_pid, n, std::move(source), std::move(mover)),
+  Controller ctl(compiled(),
+                 synthetic_deps(dir, by_pid, n, std::move(source), std::move(mover), &f.asked),
                  kT0);
   f.problem = warm_up(ctl, tel, pools, *src);
   if (!f.problem.empty()) return f;
@@ -408,11 +455,12 @@ Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir) {
       ctl, tel, o.steps, kSteady, kInterval,
       [&](int s) {
         const TimeNs now = kSteady + s * kInterval;
+        if (o.kernel_moves) write_vmstat(dir, s + 1);
         for (auto& p : pools) p.sample_hot(per_target, now - kSec, src->next);
         f.samples = src->next.size();
         return now;
       },
-      f);
+      f, generator_reader(by_pid));
   f.rss = rss_bytes() - std::min(rss_bytes(), rss0);
   f.moves = counted->requested;
   if (f.problem.empty()) f.problem = check_mechanics(ctl, f, o.size, n);
@@ -464,10 +512,10 @@ pid_t start_child(std::uint64_t size, double hot_share, std::string* skipped) {
 // The loop's pieces on this host: its /proc and residency, its topology's one node and an
 // empty CXL node of `size` for the planner, the chosen sources, a counting mover.
 ControllerDeps real_deps(const agent::HostPaths& paths, std::uint64_t size,
-                         agent::SourceChoice& choice) {
+                         agent::SourceChoice& choice, std::uint64_t* asked) {
   ControllerDeps deps{
       .paths = paths,
-      .residency = agent::ResidencyReader(agent::system_move_pages(), 4096,
+      .residency = agent::ResidencyReader(counted(agent::system_move_pages(), asked), 4096,
                                           std::make_shared<agent::KpageflagsHugeProbe>(paths)),
       .self = getpid(),
       .topology = [paths, size]() -> Result<policy::Topology> {
@@ -513,11 +561,11 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
   const std::uint64_t rss0 = rss_bytes();
   agent::Telemetry tel;
   const auto clock_now = [] { return agent::monotonic_now(); };
-  Controller ctl(cc, real_deps(paths, size, *choice), clock_now());
+  Controller ctl(cc, real_deps(paths, size, *choice, &f.asked), clock_now());
   if (auto ok = ctl.step(agent::StepContext{.now = clock_now()}, tel); !ok) {
     f.problem = "first step: " + ok.error().message;
   } else {
-    // The first measured step is 30 s after the first: it reads every page again.
+    // The first measured step is 30 s after the first: the residency check.
     std::this_thread::sleep_for(std::chrono::seconds(30));
     measure_steps(
         ctl, tel, steps, 0, kInterval,
@@ -525,7 +573,9 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
           if (s > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(kInterval));
           return clock_now();
         },
-        f);
+        f,
+        agent::ResidencyReader(agent::system_move_pages(), 4096,
+                               std::make_shared<agent::KpageflagsHugeProbe>(paths)));
     f.rss = rss_bytes() - std::min(rss_bytes(), rss0);
     if (f.problem.empty() && f.tracked < size) {
       f.problem = fmt::format("tracked {} bytes of the child's {}", f.tracked, size);
@@ -539,9 +589,10 @@ Figures run_real(std::uint64_t size, int steps, double hot_share, std::string* s
 void print_header() {
   fmt::print(
       "{:>9} {:>10} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} "
-      "{:>8}\n",
+      "{:>9} {:>9} {:>8}\n",
       "tracked", "pages", "rss_MiB", "B/page", "heat_B/p", "discover", "sources", "residency",
-      "plan", "move", "record", "step_ms", "full_res", "plan()", "samples");
+      "plan", "move", "record", "step_ms", "check_res", "chk_pages", "full_read", "plan()",
+      "samples");
 }
 
 void print_row(const std::string& label, const Figures& f) {
@@ -549,12 +600,12 @@ void print_row(const std::string& label, const Figures& f) {
   const auto cpu = [&](agent::LoopPhase p) { return ms(f.cpu[static_cast<std::size_t>(p)]); };
   fmt::print(
       "{:>9} {:>10.0f} {:>9.1f} {:>8.3f} {:>8.3f} | {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
-      "{:>9.2f} {:>9.2f} | {:>9.1f} {:>9.2f} {:>8}\n",
+      "{:>9.2f} {:>9.2f} | {:>9.1f} {:>9} {:>9.1f} {:>9.2f} {:>8}\n",
       label, pages, static_cast<double>(f.rss) / kMiB, static_cast<double>(f.rss) / pages,
       static_cast<double>(f.heat) / pages, cpu(agent::LoopPhase::kDiscover),
       cpu(agent::LoopPhase::kSources), cpu(agent::LoopPhase::kResidency),
       cpu(agent::LoopPhase::kPlan), cpu(agent::LoopPhase::kMove), cpu(agent::LoopPhase::kRecord),
-      ms(f.step_cpu), ms(f.full_residency), ms(f.plan), f.samples);
+      ms(f.step_cpu), ms(f.check_residency), f.check_asked, ms(f.full_read), ms(f.plan), f.samples);
   std::fflush(stdout);  // a size can take minutes: each row as it comes
 }
 
@@ -694,12 +745,12 @@ int real_row(const std::string& real_arg, const Synthetic& o, const Measured& do
 void print_intro(const Synthetic& o, std::optional<std::uint64_t> hot_bytes) {
   fmt::print(
       "kvtier_scale_bench: {} target(s), KV blocks of 64 KiB in sequences of 16-1024, {}, "
-      "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms)\n",
+      "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms){}\n",
       o.targets,
       hot_bytes ? fmt::format("{} hot+warm whatever the size", policy::format_size(*hot_bytes))
                 : fmt::format("{:.0f}% of sequences hot, {:.0f}% warm, the rest idle",
                               o.hot_share * 100, o.warm_share * 100),
-      o.samples, o.steps);
+      o.samples, o.steps, o.kernel_moves ? "; the kernel demotes elsewhere between steps" : "");
 }
 
 int run(int argc, char** argv) {
@@ -720,6 +771,9 @@ int run(int argc, char** argv) {
                  "is cold)");
   app.add_option("--samples", o.samples, "page samples per step (all targets)");
   app.add_option("--real", real_arg, "also a real run: a child with this much memory");
+  app.add_flag("--kernel-moves", o.kernel_moves,
+               "the kernel demotes elsewhere between steps: the residency check reads every page "
+               "with evidence");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the loop's own lines: only what goes wrong
 

@@ -94,14 +94,21 @@ PageMap ResidencyReader::map(Pid pid, std::span<const AddrRange> ranges, std::st
     if (error != nullptr) *error = std::move(failed);
     return out;
   }
+  out.huge_blocks = huge_blocks(pid, ranges);
+  return out;
+}
+
+std::vector<std::uint64_t> ResidencyReader::huge_blocks(Pid pid,
+                                                        std::span<const AddrRange> ranges) {
+  std::vector<std::uint64_t> out;
   if (!huge_) return out;
   for (const auto& r : ranges) {
     auto blocks = huge_->huge_blocks(pid, r);
-    if (blocks) out.huge_blocks.insert(out.huge_blocks.end(), blocks->begin(), blocks->end());
+    if (blocks) out.insert(out.end(), blocks->begin(), blocks->end());
   }
-  std::ranges::sort(out.huge_blocks);
-  const auto dup = std::ranges::unique(out.huge_blocks);
-  out.huge_blocks.erase(dup.begin(), dup.end());
+  std::ranges::sort(out);
+  const auto dup = std::ranges::unique(out);
+  out.erase(dup.begin(), dup.end());
   return out;
 }
 

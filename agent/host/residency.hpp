@@ -64,6 +64,8 @@ class ResidencyReader {
   // ranges (the pages sampled since the last read), which one query call
   // covers up to batch_pages of, whatever their number.
   PageMap nodes(Pid pid, std::span<const AddrRange> ranges, std::string* error = nullptr);
+  // The 2 MiB blocks of `ranges` a huge folio backs, sorted (none without a probe).
+  std::vector<std::uint64_t> huge_blocks(Pid pid, std::span<const AddrRange> ranges);
 
  private:
   // Calls visit(page address, status) for every page of `ranges`, in order, up to

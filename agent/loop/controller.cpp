@@ -87,7 +87,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
               now),
       ingest_(std::move(deps_.sources), state_, recorder_),
       tiering_(std::move(deps_.tiering), state_),
-      residency_(deps_.residency, state_, recorder_, feedback_),
+      residency_(deps_.residency, deps_.paths, state_, recorder_, feedback_),
       dispatcher_({state_, bucket_, recorder_, feedback_},
                   {deps_.move_piece_bytes, deps_.move_slice_ns, deps_.move_clock}),
       tick_(state_, residency_, feedback_) {

@@ -137,8 +137,8 @@ void Dispatcher::account(Target& t, const Call& c, const MoveStats& st, TimeNs n
     }
   } else {
     // Pages left behind (busy, pinned, a partial huge page...) are not where
-    // the heat table will say: the next step reads every page's node again.
-    t.last_full_residency = 0;
+    // the heat table will say: the next step reads these ranges' nodes again.
+    t.reread.insert(t.reread.end(), c.ranges.begin(), c.ranges.end());
   }
   for (const auto& r : c.ranges) t.heat->mark_moved(r, c.to_node, now, c.demotion);
   // Demoted: its first touch wakes the promotion tick. Promoted: no longer watched.

@@ -190,7 +190,7 @@ void TargetSet::track_vmas(TimeNs now, std::uint64_t host_bytes) {
     const auto added = subtract(picked.vmas, t.vmas);
     for (const auto& r : added) t.heat->track(r, -1, now);
     // New mappings' pages have no node yet: the residency phase reads them all.
-    if (!added.empty()) t.last_full_residency = 0;
+    t.reread.insert(t.reread.end(), added.begin(), added.end());
     t.vmas = picked.vmas;
     t.borrowed = pools_->borrowed(pid);
   }

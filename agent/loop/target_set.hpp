@@ -59,7 +59,12 @@ struct Target {
   // Pages with page-level samples this step: the kernel may have moved them
   // (promotion in the fault path), so the residency phase reads them again.
   std::vector<std::uint64_t> touched_pages;
-  TimeNs last_full_residency = 0;  // 0: never read in full
+  TimeNs last_full_residency = 0;  // the first full read, then the last check; 0: never read
+  // What the residency phase reads whole at the next step (agent/loop/residency_check.hpp):
+  // new mappings, and ranges a move left partly behind.
+  std::vector<AddrRange> reread;
+  // kernel_moves() at the last check (nullopt: none yet, or not readable).
+  std::optional<std::uint64_t> kernel_moves_at_check;
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
   bool said_reservations = false;  // logged once that mappings were not tracked
