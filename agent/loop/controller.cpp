@@ -328,6 +328,7 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   plan(ctx.now, telemetry);
   clock.charge(LoopPhase::kPlan);
   if (may_move(ctx)) dispatch(state_.last_plan.moves, ctx.now, telemetry);
+  promote_groups(ctx.now, telemetry, may_move(ctx));
   clock.charge(LoopPhase::kMove);
   record(ctx.now, telemetry);
   clock.charge(LoopPhase::kRecord);
@@ -595,6 +596,9 @@ void Controller::add_to_heat(const SourceBatch& batch) {
       const TimeNs first = s.first_time != 0 ? s.first_time : s.time;
       auto [it, fresh] = t->first_slow_touch.try_emplace(u->range.start, first);
       if (!fresh) it->second = std::min(it->second, first);
+      if (state_.config.config.groups[t->group].policy.promote_groups) {
+        groups_.touch(s.pid, s.addr, s.time, state_.feedback[t->group].tuner.effective());
+      }
     }
     t->heat->add(s);
     t->touched_pages.push_back(s.addr & ~(kPageSize - 1));
@@ -710,6 +714,7 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   rec(now, [&] { return RecPlan{.plan = p}; });
   clock.charge(LoopPhase::kPlan);
   dispatch(p.moves, now, telemetry);
+  promote_groups(now, telemetry, true);
   clock.charge(LoopPhase::kMove);
   // The last plan's spare list ran out while pages accessed on a slow node wait
   // for room (a burst of them): plan again now, as a step would, rather than
@@ -955,7 +960,9 @@ void Controller::move(Pid pid, std::span<const AddrRange> ranges, int to_node, b
       }
     }
     GroupFeedback& fb = state_.feedback[t->group];
-    (demotion ? fb.demoted_bytes : fb.promoted_bytes) += st.bytes_moved;
+    (demotion      ? fb.demoted_bytes
+     : group_move_ ? fb.group_promoted_bytes
+                   : fb.promoted_bytes) += st.bytes_moved;
     if (demotion) fb.step_demoted += st.bytes_moved;
     if (!demotion) observe_promotions(*t, ranges, now, telemetry);
   }
@@ -1115,6 +1122,7 @@ void Controller::export_feedback(Telemetry& telemetry) const {
     telemetry.set("kvtier_slow_tier_touches_total", group, d(f.slow_touches));
     telemetry.set("kvtier_misdemotion_ratio", group, f.tuner.ratio());
     telemetry.set("kvtier_effective_cold_age_seconds", group, d(f.tuner.effective()) / 1e9);
+    export_group_promotion(f, name, telemetry);
   }
 }
 

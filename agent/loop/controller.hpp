@@ -23,6 +23,7 @@
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/loop/group_promoter.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/shared_pools.hpp"
@@ -174,6 +175,8 @@ class Controller {
       const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now,
       bool* spent);
   void record(TimeNs now, Telemetry& telemetry);
+  // Promotion by co-access group, after the step's or tick's moves (group_promoter.cpp).
+  void promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_now);
 
   Result<void> start_sources(bool targets_changed);
   void update_scan_coverage(TimeNs now);
@@ -224,6 +227,8 @@ class Controller {
   // What the recording has said of each target (its mappings and thread count), to
   // write changes only.
   std::map<Pid, std::pair<std::vector<AddrRange>, std::uint32_t>> recorded_targets_;
+  GroupPromoter groups_;
+  bool group_move_ = false;  // move() is promoting by group: counted apart
 };
 
 }  // namespace kvtier::agent
