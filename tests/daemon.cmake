@@ -29,6 +29,7 @@ kvtier_vm_test(pinned pinned.sh)
 # scripted source, a scripted page-node query and a recording mover.
 kvtier_gtest(unit_controller unit
   SOURCES unit/controller_test.cpp unit/replay_truth_test.cpp unit/shared_pools_test.cpp
+    unit/loop_parts_test.cpp
   LIBS agent_loop agent_replay)
 
 # kvtierctl replay end to end on the guest recording: every step makes the recorded plan.

@@ -1,14 +1,17 @@
 #pragma once
 // kvtierd's control loop. One step() runs six phases (LoopPhase, loop_state.hpp:
-// the names its CPU time is billed under): discover (topology, targets, sources
-// told their pids, mappings tracked), sources (ingest(): what every source saw
-// goes into the targets' heat tables), residency (where every tracked page is,
-// and which are huge), plan (policy::plan within the token bucket), move
-// (dispatch(): the plan's moves to the mover) and record (a heatmap row, the
-// feedback, the recording's flush). Every side effect sits behind an injected
-// piece (sources, mover, residency reader, HostPaths), so tests drive step()
-// with fakes and the guest tests drive it for real. What the loop knows is its LoopState, which
-// the views (views.hpp) read.
+// the names its CPU time is billed under), each handing its result back to the
+// Controller through the LoopState: discover (topology, targets, sources told
+// their pids, mappings tracked), sources (Ingest: what every source saw goes into
+// the targets' heat tables), residency (ResidencyPhase: where every tracked page
+// is, and which are huge), plan (policy::plan within the token bucket), move
+// (Dispatcher: the plan's moves to the mover, and their accounting) and record (a
+// heatmap row, the Feedback, the Recorder's flush). Between steps the promotion
+// tick (PromotionTick) promotes what was accessed on a slow node. The kernel's
+// tiering knobs are TieringControl's. Every side effect sits behind an injected
+// piece (sources, mover, residency reader, HostPaths), so tests drive step() with
+// fakes and the guest tests drive it for real. What the loop knows is its
+// LoopState, which the views (views.hpp) read.
 
 #include <filesystem>
 #include <functional>
@@ -23,10 +26,17 @@
 #include "agent/host/huge_pages.hpp"
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/loop/dispatcher.hpp"
+#include "agent/loop/feedback.hpp"
 #include "agent/loop/group_promoter.hpp"
+#include "agent/loop/ingest.hpp"
 #include "agent/loop/loop_state.hpp"
+#include "agent/loop/promotion_tick.hpp"
+#include "agent/loop/recorder.hpp"
 #include "agent/loop/recording.hpp"
+#include "agent/loop/residency_phase.hpp"
 #include "agent/loop/shared_pools.hpp"
+#include "agent/loop/tiering_control.hpp"
 #include "agent/movers/mover.hpp"
 #include "agent/sources/bpf_events.hpp"
 #include "agent/sources/hotness_source.hpp"
@@ -45,12 +55,6 @@ struct StepContext {
   TimeNs now = 0;  // CLOCK_MONOTONIC
   // Paused by an operator: observe (collect heat, plan) but move nothing.
   bool paused = false;
-};
-
-// A hotness source the loop runs, known by its kind().
-struct LoopSource {
-  std::unique_ptr<HotnessSource> source;
-  std::string reason;  // why it was chosen (the registry's one line)
 };
 
 struct ControllerDeps {
@@ -149,86 +153,48 @@ class Controller {
   Result<void> start_recording(const std::filesystem::path& path, RecordingLimits limits,
                                TimeNs now);
   // The recording running or the last one (closed: open() is false); null if none.
-  [[nodiscard]] const RecordingWriter* recording() const { return recording_.get(); }
-  void stop_recording();
+  [[nodiscard]] const RecordingWriter* recording() const { return recorder_.writer(); }
+  void stop_recording() { recorder_.stop(); }
 
   [[nodiscard]] const LoopState& state() const { return state_; }
 
  private:
-  // The first started source's return watch, if any.
-  [[nodiscard]] ReturnWatch* return_watch() const;
-  [[nodiscard]] ReturnWatch* active_watch() const;
-  void watch_slow_runs(const Target& t, const PageMap& map);
   Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
-  void export_cpu(Telemetry& telemetry);
-  void sync_tiering();
-  // The phases of step(), in order: discover, sources, residency, plan, move, record.
+  // The phases of step(), in order: discover, sources (ingest_.collect), residency
+  // (residency_.read), plan, move (dispatcher_.dispatch), record.
   Result<void> discover(TimeNs now, Telemetry& telemetry);
-  void ingest(TimeNs now, Telemetry& telemetry);
-  void read_residency(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
-  void dispatch(const std::vector<PlannedMove>& moves, TimeNs now, Telemetry& telemetry);
-  void refresh_touched(Target& t, TimeNs now, std::string* error);
-  [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
-  std::vector<policy::PromotionCandidate> spare_units(
-      const policy::Snapshot& snap, std::span<const policy::PromotionCandidate> cands, TimeNs now,
-      bool* spent);
   void record(TimeNs now, Telemetry& telemetry);
   // Promotion by co-access group, after the step's or tick's moves (group_promoter.cpp).
   void promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_now);
+  // What the planner sees now: the topology of the last read, every target's
+  // heat table, the budget, the groups' effective cold ages.
+  [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
+  // The return watch, while kvtierd promotes at first touch itself: with the kernel
+  // promoting in the fault path, a wake-up would find the page promoted already.
+  [[nodiscard]] ReturnWatch* active_watch() const;
 
-  Result<void> start_sources(bool targets_changed);
-  void update_scan_coverage(TimeNs now);
-  [[nodiscard]] std::vector<Pid> scan_blind_pids() const;
-  void apply_tiering();
-  void pace_scan(TimeNs now);
-  void stop_sources();
-  Result<void> tell_ranges();
-  void add_to_heat(const SourceBatch& batch);
-  void move(Pid pid, std::span<const AddrRange> ranges, int to_node, bool demotion, TimeNs now,
-            Telemetry& telemetry);
-  void observe_promotions(Target& t, std::span<const AddrRange> ranges, TimeNs now,
-                          Telemetry& telemetry);
-  void take_heat_events(Target& t, TimeNs now, Telemetry& telemetry);
-  // One promotion into kvtier_promotion_latency_seconds{by}: "kvtier" or "kernel".
-  static void observe_promotion(Telemetry& telemetry, std::string_view by, TimeNs now,
-                                TimeNs first_touch);
-  [[nodiscard]] bool slow_for(const policy::NodeFacts& facts, std::size_t group, int node) const;
-  void reset_feedback();
-  void export_feedback(Telemetry& telemetry) const;
-  [[nodiscard]] bool may_move(const StepContext& ctx) const;
-  [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
-  [[nodiscard]] std::string not_needed(SourceKind kind) const;
-  Result<void> read_topology_now();
-  Result<void> refresh_memory_now();
-  [[nodiscard]] bool recording_open() const { return recording_ && recording_->open(); }
-  // Appends the record `make()` builds to the recording, if one runs; without one nothing is
-  // built (a step's batches, plan and topology are not copied for nothing).
-  template <class Make>
-  void rec(TimeNs now, Make&& make) {
-    if (recording_open()) write_record(make(), now);
-  }
-  // Appends `r` to the recording, if one runs (it stops at a limit).
-  void write_record(const Record& r, TimeNs now);
-  void rec_targets(TimeNs now);
-  void rec_residency(Pid pid, bool full, const PageMap& map, TimeNs now);
-
+  // Each job of the loop is a part of its own (its file says what it does); the
+  // Controller runs them in order and hands each phase's result to the next
+  // through state_.
   ControllerDeps deps_;
   LoopState state_;
   policy::TokenBucket bucket_;
+  Recorder recorder_;
+  Feedback feedback_{state_};
+  Ingest ingest_;
+  TieringControl tiering_;
+  ResidencyPhase residency_;
+  Dispatcher dispatcher_;
+  PromotionTick tick_;
+  GroupPromoter groups_;
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
   // The topology as the last step read it: the promotion tick refreshes the
   // nodes' memory in state_.topology between steps, and a change the tick saw
   // first must still be one the step reports (it was lost half the time).
   policy::Topology stepped_topology_;
-  std::unique_ptr<RecordingWriter> recording_;
-  // What the recording has said of each target (its mappings and thread count), to
-  // write changes only.
-  std::map<Pid, std::pair<std::vector<AddrRange>, std::uint32_t>> recorded_targets_;
-  GroupPromoter groups_;
-  bool group_move_ = false;  // move() is promoting by group: counted apart
 };
 
 }  // namespace kvtier::agent

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/loop/controller.hpp"
+#include "agent/loop/feedback.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/telemetry/telemetry.hpp"
@@ -104,7 +105,7 @@ void Controller::promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_
         const auto u = t->heat->at(a, now);
         if (!u) break;
         a = u->range.end;
-        if (u->range.contains(witness) || !slow_for(facts, t->group, u->node)) continue;
+        if (u->range.contains(witness) || !slow_for(state_, facts, t->group, u->node)) continue;
         bytes += u->range.bytes();
         cands.push_back({.target = index, .unit = *u, .by_group = true});
       }
@@ -118,9 +119,9 @@ void Controller::promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_
     }
     const Plan p = policy::plan_promotions(snap, cands);
     const std::uint64_t before = fb.group_promoted_bytes;
-    group_move_ = true;
-    dispatch(p.moves, now, telemetry);
-    group_move_ = false;
+    feedback_.promoting_by_group(true);
+    dispatcher_.dispatch(*deps_.mover, p.moves, now, telemetry, active_watch());
+    feedback_.promoting_by_group(false);
     if (fb.group_promoted_bytes > before) {
       co->start_trial(trig.id, fb.group_promoted_bytes - before, deadline);
       ++fb.group_trials;

@@ -187,7 +187,7 @@ struct LoopState {
   // faults source, no PMU samples), but the kernel's scan leaves a
   // single-threaded process's pages on the node it runs on mapped
   // (mm/mprotect.c), so reads there cause no hint fault.
-  // A target the scan does not cover is watched by DAMON (start_sources).
+  // A target the scan does not cover is watched by DAMON (Ingest::start).
   [[nodiscard]] bool dram_reads_unseen(const Target& t) const {
     return t.threads == 1 && !t.scan_blind &&
            dram_read_evidence(running_sources(), normal_balancing()) ==

@@ -38,7 +38,7 @@ struct Target {
   std::vector<std::pair<TimeNs, TimeNs>> cpu_samples;
   // How often the scan goes through it at that CPU rate (0: not known yet),
   // and whether that is less often than once per its group's cold age
-  // (Controller::update_scan_coverage): then hint faults do not see its reads,
+  // (update_scan_coverage, ingest.hpp): then hint faults do not see its reads,
   // so DAMON and the dirty scan watch it even where they would stand by.
   TimeNs scan_interval = 0;
   bool scan_blind = false;
