@@ -1928,14 +1928,18 @@ TEST(Controller, AGroupReadOnTheSlowNodeComesBackWholeAtItsFirstTouch) {
   const AddrRange witness{group.end - kPageSize, group.end};
   const TimeNs learn = kT0 + 12 * kSec;
   const TimeNs back = kT0 + 50 * kSec;
-  Loop loop([&](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
-    for (Pid pid : pids) {
-      touch(out, pid, kHot, now, 10);
-      if (now == learn) touch(out, pid, group, now, 1);
-      if (now == back) touch(out, pid, first, now, 1);
-      if (now == back + kSec) touch(out, pid, witness, now, 1);
-    }
-  });
+  std::string config(kConfig);
+  config += "promote_groups = true\n";
+  Loop loop(
+      [&](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+        for (Pid pid : pids) {
+          touch(out, pid, kHot, now, 10);
+          if (now == learn) touch(out, pid, group, now, 1);
+          if (now == back) touch(out, pid, first, now, 1);
+          if (now == back + kSec) touch(out, pid, witness, now, 1);
+        }
+      },
+      true, SourceKind::kFault, config);
   loop.steps_until(kT0 + 11 * kSec);
   ASSERT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
   loop.steps_until(kT0 + 49 * kSec, learn);
@@ -1963,7 +1967,7 @@ TEST(Controller, AGroupReadOnTheSlowNodeComesBackWholeAtItsFirstTouch) {
   EXPECT_EQ(placement["hit_bytes"], (kPages - 2) * kPageSize) << placement.dump();
 }
 
-// With promote_groups = false nothing is learnt and nothing moves by group.
+// With promote_groups = false (the default) nothing is learnt and nothing moves by group.
 TEST(Controller, PromoteGroupsFalseLearnsAndMovesNothingByGroup) {
   std::string config(kConfig);
   config += "promote_groups = false\n";
