@@ -223,6 +223,11 @@ struct GroupPolicy {
   std::optional<std::uint64_t> dram_limit;  // bytes of the group on DRAM nodes, at most
   std::optional<std::uint64_t> keep_free;   // bytes to keep free on each DRAM node
   std::vector<AddrRange> exclude;           // never moved
+  // Promotion by co-access group (policy/coaccess.hpp): on/off (off until the
+  // benchmark shows it pays), and the hit rate below which it switches itself
+  // off (its trials go on without moving).
+  bool promote_groups = false;
+  double group_hit_rate_min = 0.9;
 };
 
 struct GroupConfig {

@@ -295,6 +295,8 @@ void read_group_policy(Parser& p, Section s, GroupPolicy& g) {
   }
   s.duration("half_life", g.half_life, 100 * kNsPerMs, kDay);
   s.boolean("promote", g.promote);
+  s.boolean("promote_groups", g.promote_groups);
+  s.percent_in("group_hit_rate_min", g.group_hit_rate_min, 0.01, 1.0);
   s.number("promote_heat", g.promote_heat, 0.0, 1e9);
   s.number("demote_heat", g.demote_heat, 0.0, 1e9);
   s.duration("min_residence", g.min_residence, 0, kDay);

@@ -228,9 +228,10 @@ class Planner {
       if (tv.group >= groups_.size()) continue;
       GroupWork& g = groups_[tv.group];
       const HeatUnit& u = pc.unit;
-      if (g.rules.classify(u) != Rule::kAccessedOnSlow || overlaps_any(tv.pinned, u.range)) {
-        continue;
-      }
+      const Rule rule = g.rules.classify(u);
+      const bool wanted = rule == Rule::kAccessedOnSlow ||
+                          (pc.by_group && rule == Rule::kStaysOnSlow && g.rules.promotes());
+      if (!wanted || overlaps_any(tv.pinned, u.range)) continue;
       g.hot.push(
           Cand::make((~heat_bits(u.heat) & 0xffffffffULL) << 32 | (~u.last_access & 0xffffffffU),
                      u.range.start, u.node, static_cast<std::uint32_t>(pc.target),

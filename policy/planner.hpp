@@ -93,6 +93,9 @@ Plan plan(const Snapshot& snap, std::vector<SpareUnit>* spare = nullptr);
 struct PromotionCandidate {
   std::size_t target = 0;
   HeatUnit unit;
+  // A page of a co-access group whose first page was touched on a slow node
+  // (policy/coaccess.hpp): promoted by the same limits though not accessed itself.
+  bool by_group = false;
 };
 
 // Promotions of these units, by the same rule (kAccessedOnSlow) and limits

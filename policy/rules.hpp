@@ -128,6 +128,8 @@ class GroupRules {
   }
   // dram_limit or keep_free set: warm units may be demoted too.
   [[nodiscard]] bool watermark() const { return watermark_; }
+  // Whether the group promotes at all (its policy's promote).
+  [[nodiscard]] bool promotes() const { return promote_; }
   // A warm unit last accessed at `last_access` that is idle for half the cold
   // age or more: the room pass may demote it to make room for what waits on a
   // slow node (an exchange of a page idle for seconds for one just accessed),

@@ -3,7 +3,7 @@ kvtier_gtest(unit_policy unit
   SOURCES unit/units_test.cpp unit/config_test.cpp unit/heat_test.cpp
           unit/planner_test.cpp unit/planner_property_test.cpp unit/rules_test.cpp
           unit/config_hardening_test.cpp
-          unit/cold_age_tuner_test.cpp unit/pinned_map_test.cpp
+          unit/cold_age_tuner_test.cpp unit/pinned_map_test.cpp unit/coaccess_test.cpp
   LIBS policy)
 target_compile_definitions(unit_policy PRIVATE KVTIER_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 

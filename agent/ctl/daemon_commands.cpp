@@ -50,6 +50,31 @@ void print_promotion(const json& t) {
   }
 }
 
+// The `groups` line: promotion by co-access group, and whether it switched itself off.
+void print_group_promotion(const json& g) {
+  const json gp = g.value("group_promotion", json::object());
+  if (!gp.is_object() || gp.empty()) return;
+  const auto bytes = [&](const char* key) {
+    return policy::format_size(get_or<std::uint64_t>(gp, key, 0));
+  };
+  if (!get_or(gp, "enabled", false)) {
+    fmt::print("  {:<11} group {}: promotion by co-access group off (promote_groups = false)\n",
+               "groups", get_or<std::string>(g, "group", "?"));
+    return;
+  }
+  const bool on = get_or(gp, "on", true);
+  fmt::print(
+      "  {:<11} group {}: {} co-access groups ({}); promoted by group {}, {:.0f}% hit of {} "
+      "judged lately ({} hit, {} wasted){}\n",
+      "groups", get_or<std::string>(g, "group", "?"), get_or<std::uint64_t>(gp, "groups", 0),
+      bytes("memory_bytes"), bytes("promoted_bytes"), 100.0 * get_or(gp, "hit_rate", 1.0),
+      get_or<std::uint64_t>(gp, "judged", 0), bytes("hit_bytes"), bytes("wasted_bytes"),
+      on ? ""
+         : fmt::format("; switched itself off: below group_hit_rate_min {:.0f}%, trials go on "
+                       "without moving anything",
+                       100.0 * get_or(gp, "hit_rate_min", 0.0)));
+}
+
 void print_placement(const json& loop) {
   for (const auto& g : loop.value("placement", json::array())) {
     const auto bytes = [&](const char* key) {
@@ -63,6 +88,7 @@ void print_placement(const json& loop) {
         100.0 * get_or(g, "misdemotion_ratio", 0.0), bytes("window_demoted_bytes"),
         bytes("demoted_bytes"), bytes("promoted_bytes"), bytes("kernel_promoted_bytes"),
         get_or<std::uint64_t>(g, "slow_tier_touches", 0));
+    print_group_promotion(g);
   }
   std::map<std::string, std::uint64_t> hot;
   for (const auto& target : loop.value("targets", json::array())) {

@@ -99,6 +99,7 @@ Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeN
   state_.process_watcher = deps_.process_events;
   state_.budget_bytes = bucket_.available();
   feedback_.reset();
+  ingest_.teach(&groups_);
 }
 
 Controller::~Controller() {
@@ -179,6 +180,7 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   if (may_move(deps_, state_, ctx)) {
     dispatcher_.dispatch(*deps_.mover, state_.last_plan.moves, ctx.now, telemetry, active_watch());
   }
+  promote_groups(ctx.now, telemetry, may_move(deps_, state_, ctx));
   clock.charge(LoopPhase::kMove);
   record(ctx.now, telemetry);
   clock.charge(LoopPhase::kRecord);
@@ -249,6 +251,7 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   recorder_.rec(now, [&] { return RecPlan{.plan = p}; });
   clock.charge(LoopPhase::kPlan);
   dispatcher_.dispatch(*deps_.mover, p.moves, now, telemetry, active_watch());
+  promote_groups(now, telemetry, true);
   clock.charge(LoopPhase::kMove);
   // The last plan's spare list ran out while pages accessed on a slow node wait
   // for room (a burst of them): plan again now, as a step would, rather than

@@ -28,6 +28,7 @@
 #include "agent/host/residency.hpp"
 #include "agent/loop/dispatcher.hpp"
 #include "agent/loop/feedback.hpp"
+#include "agent/loop/group_promoter.hpp"
 #include "agent/loop/ingest.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/promotion_tick.hpp"
@@ -171,6 +172,8 @@ class Controller {
   Result<void> discover(TimeNs now, Telemetry& telemetry);
   void plan(TimeNs now, Telemetry& telemetry);
   void record(TimeNs now, Telemetry& telemetry);
+  // Promotion by co-access group, after the step's or tick's moves (group_promoter.cpp).
+  void promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_now);
   // What the planner sees now: the topology of the last read, every target's
   // heat table, the budget, the groups' effective cold ages.
   [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
@@ -191,6 +194,7 @@ class Controller {
   ResidencyPhase residency_;
   Dispatcher dispatcher_;
   PromotionTick tick_;
+  GroupPromoter groups_;
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
   // The topology as the last step read it: the promotion tick refreshes the

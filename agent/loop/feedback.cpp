@@ -7,6 +7,7 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+#include "agent/loop/group_promoter.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/telemetry/telemetry.hpp"
@@ -52,7 +53,7 @@ void Feedback::take_heat_events(Target& t, TimeNs now, Telemetry& telemetry) {
 void Feedback::moved(Target& t, std::span<const AddrRange> ranges, bool demotion,
                      std::uint64_t bytes, TimeNs now, Telemetry& telemetry) {
   GroupFeedback& fb = s_.feedback[t.group];
-  (demotion ? fb.demoted_bytes : fb.promoted_bytes) += bytes;
+  (demotion ? fb.demoted_bytes : by_group_ ? fb.group_promoted_bytes : fb.promoted_bytes) += bytes;
   if (demotion) {
     fb.step_demoted += bytes;
     return;
@@ -92,6 +93,7 @@ void Feedback::export_metrics(Telemetry& telemetry) const {
     telemetry.set("kvtier_slow_tier_touches_total", group, d(f.slow_touches));
     telemetry.set("kvtier_misdemotion_ratio", group, f.tuner.ratio());
     telemetry.set("kvtier_effective_cold_age_seconds", group, d(f.tuner.effective()) / 1e9);
+    export_group_promotion(f, name, telemetry);
   }
 }
 

@@ -37,11 +37,15 @@ class Feedback {
   // The end of a step: the tuners see what it demoted and found mis-demoted,
   // and the totals go out as metrics.
   void end_step(TimeNs now, Telemetry& telemetry);
+  // While on, kvtier's promotions count as promotions by co-access group
+  // (GroupFeedback::group_promoted_bytes), not as promoted_bytes.
+  void promoting_by_group(bool on) { by_group_ = on; }
 
  private:
   void export_metrics(Telemetry& telemetry) const;
 
   LoopState& s_;
+  bool by_group_ = false;
 };
 
 // One promotion into kvtier_promotion_latency_seconds{by}: "kvtier" or "kernel".

@@ -246,6 +246,9 @@ void Ingest::add_to_heat(const SourceBatch& batch) {
       const TimeNs first = smp.first_time != 0 ? smp.first_time : smp.time;
       auto [it, fresh] = t->first_slow_touch.try_emplace(u->range.start, first);
       if (!fresh) it->second = std::min(it->second, first);
+      if (groups_ != nullptr && s_.config.config.groups[t->group].policy.promote_groups) {
+        groups_->touch(smp.pid, smp.addr, smp.time, s_.feedback[t->group].tuner.effective());
+      }
     }
     t->heat->add(smp);
     t->touched_pages.push_back(smp.addr & ~(kPageSize - 1));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/loop/feedback.hpp"
+#include "agent/loop/group_promoter.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/recorder.hpp"
 #include "agent/sources/hotness_source.hpp"
@@ -47,6 +48,9 @@ class Ingest {
   // The first started source's return watch, if any.
   [[nodiscard]] ReturnWatch* return_watch() const;
   [[nodiscard]] std::vector<SourceKind> kinds() const;
+  // Where page-level touches on a slow node also go: the targets' co-access
+  // groups (group_promoter.hpp); null: nowhere.
+  void teach(GroupPromoter* groups) { groups_ = groups; }
 
  private:
   void add_to_heat(const SourceBatch& batch);
@@ -58,6 +62,7 @@ class Ingest {
   std::vector<LoopSource> sources_;
   LoopState& s_;
   Recorder& recorder_;
+  GroupPromoter* groups_ = nullptr;
 };
 
 // A target's hint faults see its reads only once the kernel's NUMA scan has

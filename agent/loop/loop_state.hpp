@@ -19,6 +19,7 @@
 #include "agent/loop/target_set.hpp"
 #include "agent/sources/return_watch.hpp"
 #include "agent/sources/source_registry.hpp"
+#include "policy/coaccess.hpp"
 #include "policy/cold_age_tuner.hpp"
 #include "policy/config.hpp"
 #include "policy/planner.hpp"
@@ -61,8 +62,20 @@ using LoopCpu = std::array<TimeNs, kLoopPhases>;
 // The mis-demotion feedback of one group, and what the loop counted for it.
 struct GroupFeedback {
   explicit GroupFeedback(const policy::GroupPolicy& p)
-      : tuner(p.cold_age.value_or(0), p.cold_age_max, p.misdemotion_target) {}
+      : tuner(p.cold_age.value_or(0), p.cold_age_max, p.misdemotion_target),
+        group_rate(p.group_hit_rate_min) {}
   policy::ColdAgeTuner tuner;
+  // Promotion by co-access group (group_promoter.hpp): bytes promoted by group
+  // (not in promoted_bytes), the trials' verdicts (hits and wastes, promoted or
+  // in the shadow), the rate that switches it, and the groups known now.
+  policy::GroupHitRate group_rate;
+  std::uint64_t group_promoted_bytes = 0;
+  std::uint64_t group_hit_bytes = 0;
+  std::uint64_t group_wasted_bytes = 0;
+  std::uint64_t group_trials = 0;
+  std::uint64_t group_shadow_trials = 0;
+  std::uint64_t groups_known = 0;
+  std::uint64_t groups_memory_bytes = 0;
   std::uint64_t demoted_bytes = 0;   // kvtier's demotions
   std::uint64_t promoted_bytes = 0;  // kvtier's promotions
   std::uint64_t misdemoted_bytes = 0;

@@ -375,7 +375,20 @@ json feedback_json(const LoopState& s) {
                    {"kernel_promoted_bytes", f.kernel_promoted_bytes},
                    {"misdemoted_bytes", f.misdemoted_bytes},
                    {"reactivated_bytes", f.reactivated_bytes},
-                   {"slow_tier_touches", f.slow_touches}});
+                   {"slow_tier_touches", f.slow_touches},
+                   {"group_promotion",
+                    {{"enabled", s.config.config.groups[g].policy.promote_groups},
+                     {"on", f.group_rate.on()},
+                     {"hit_rate", f.group_rate.rate()},
+                     {"hit_rate_min", f.group_rate.min_rate()},
+                     {"judged", f.group_rate.judged()},
+                     {"promoted_bytes", f.group_promoted_bytes},
+                     {"hit_bytes", f.group_hit_bytes},
+                     {"wasted_bytes", f.group_wasted_bytes},
+                     {"trials", f.group_trials},
+                     {"shadow_trials", f.group_shadow_trials},
+                     {"groups", f.groups_known},
+                     {"memory_bytes", f.groups_memory_bytes}}}});
   }
   return out;
 }

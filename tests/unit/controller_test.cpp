@@ -2044,5 +2044,77 @@ TEST(Recording, StopsAtItsTimeLimit) {
   EXPECT_EQ(steps, 5U) << "t0 .. t0 + 4 s";
 }
 
+// Issue 36: pages first touched on node 1 together become a co-access group;
+// demoted again, the first touch of one of them promotes the rest of the group
+// at once (counted by="group"), but its witness (the page touched last), which
+// stays on node 1 and, touched within the cold age, makes the trial a hit.
+TEST(Controller, AGroupReadOnTheSlowNodeComesBackWholeAtItsFirstTouch) {
+  constexpr std::uint64_t kPages = 16;
+  const AddrRange group{kCold.start, kCold.start + kPages * kPageSize};
+  const AddrRange first{group.start, group.start + kPageSize};
+  const AddrRange witness{group.end - kPageSize, group.end};
+  const TimeNs learn = kT0 + 12 * kSec;
+  const TimeNs back = kT0 + 50 * kSec;
+  std::string config(kConfig);
+  config += "promote_groups = true\n";
+  Loop loop(
+      [&](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+        for (Pid pid : pids) {
+          touch(out, pid, kHot, now, 10);
+          if (now == learn) touch(out, pid, group, now, 1);
+          if (now == back) touch(out, pid, first, now, 1);
+          if (now == back + kSec) touch(out, pid, witness, now, 1);
+        }
+      },
+      true, SourceKind::kFault, config);
+  loop.steps_until(kT0 + 11 * kSec);
+  ASSERT_EQ(loop.mem.bytes_on(kServer, kCold, 1), 2 * kMiB);
+  loop.steps_until(kT0 + 49 * kSec, learn);
+  ASSERT_EQ(loop.mem.bytes_on(kServer, group, 1), group.bytes())
+      << "promoted when touched, demoted again once idle past min_residence";
+  EXPECT_EQ(loop.ctl->state().feedback[0].groups_known, 1U);
+  EXPECT_EQ(loop.telemetry.value("kvtier_coaccess_groups", {{"group", "inference"}}), 1.0);
+
+  loop.step(back);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, group, 0), group.bytes() - kPageSize);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, witness, 1), kPageSize) << "the witness stays";
+  const GroupFeedback& fb = loop.ctl->state().feedback[0];
+  EXPECT_EQ(fb.group_promoted_bytes, (kPages - 2) * kPageSize) << "the touched page is kvtier's";
+  EXPECT_EQ(loop.telemetry.value("kvtier_promoted_bytes_total",
+                                 {{"group", "inference"}, {"by", "group"}}),
+            static_cast<double>((kPages - 2) * kPageSize));
+  EXPECT_EQ(fb.group_trials, 1U);
+
+  loop.step(back + kSec);  // the witness is touched: a hit
+  loop.step(back + 2 * kSec);
+  EXPECT_EQ(loop.ctl->state().feedback[0].group_hit_bytes, (kPages - 2) * kPageSize);
+  EXPECT_EQ(loop.ctl->state().feedback[0].group_wasted_bytes, 0U);
+  EXPECT_TRUE(loop.ctl->state().feedback[0].group_rate.on());
+  const auto placement = loop.describe(true)["placement"][0]["group_promotion"];
+  EXPECT_EQ(placement["hit_bytes"], (kPages - 2) * kPageSize) << placement.dump();
+}
+
+// With promote_groups = false (the default) nothing is learnt and nothing moves by group.
+TEST(Controller, PromoteGroupsFalseLearnsAndMovesNothingByGroup) {
+  std::string config(kConfig);
+  config += "promote_groups = false\n";
+  const AddrRange group{kCold.start, kCold.start + 16 * kPageSize};
+  const TimeNs learn = kT0 + 12 * kSec;
+  Loop loop(
+      [&](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+        for (Pid pid : pids) {
+          touch(out, pid, kHot, now, 10);
+          if (now == learn) touch(out, pid, group, now, 1);
+          if (now == kT0 + 50 * kSec)
+            touch(out, pid, {group.start, group.start + kPageSize}, now, 1);
+        }
+      },
+      true, SourceKind::kFault, config);
+  loop.steps_until(kT0 + 51 * kSec);
+  EXPECT_EQ(loop.ctl->state().feedback[0].groups_known, 0U);
+  EXPECT_EQ(loop.ctl->state().feedback[0].group_promoted_bytes, 0U);
+  EXPECT_EQ(loop.mem.bytes_on(kServer, group, 1), group.bytes() - kPageSize);
+}
+
 }  // namespace
 }  // namespace kvtier::agent

@@ -656,3 +656,41 @@ TEST(Planner, TheNeverUsedTailJustPastAnActiveFrontierStays) {
 
 }  // namespace
 }  // namespace kvtier::policy
+
+namespace kvtier::policy {
+namespace {
+
+// A page of a co-access group (PromotionCandidate::by_group) comes back though
+// it was not accessed itself; without the flag the same page stays. Neither is
+// promoted where the group does not promote, and by_group makes no exchange:
+// a page DRAM has no room for stays.
+TEST(Planner, GroupPagesArePromotedByTheirGroupWithinTheRoom) {
+  Fixture f;
+  auto& t = f.table();
+  t.track(pages(0, 4), 1, kNow - 500 * kSec);
+  t.mark_moved(pages(0, 4), 1, kNow - 60 * kSec, true);
+  f.snap.topology = &f.topo;
+  f.snap.groups = f.groups;
+  f.snap.now = kNow;
+  f.snap.budget_bytes = 64 * kGiB;
+  std::vector<PromotionCandidate> cands;
+  for (std::uint64_t i = 0; i < 4; ++i) cands.push_back({.unit = *t.at(pages(i, 1).start, kNow)});
+  EXPECT_EQ(plan_promotions(f.snap, cands).moves.size(), 0U);  // not accessed: they stay
+  for (auto& c : cands) c.by_group = true;
+  Plan p = plan_promotions(f.snap, cands);
+  EXPECT_EQ(p.promote_bytes, 4 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 1U);
+  EXPECT_EQ(p.moves[0].range, pages(0, 4));
+  EXPECT_EQ(p.moves[0].to_node, 0);
+  f.groups[0].policy.promote = false;
+  f.snap.groups = f.groups;
+  EXPECT_EQ(plan_promotions(f.snap, cands).moves.size(), 0U);
+  f.groups[0].policy.promote = true;
+  f.snap.groups = f.groups;
+  f.topo = dram_and_cxl(16ULL << 20);  // DRAM free = min_free: no room
+  f.snap.limits.dram_headroom = 0;
+  EXPECT_EQ(plan_promotions(f.snap, cands).moves.size(), 0U);
+}
+
+}  // namespace
+}  // namespace kvtier::policy
