@@ -42,6 +42,7 @@
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/loop/controller.hpp"
+#include "agent/loop/ingest.hpp"
 #include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/shared_pools.hpp"

@@ -30,7 +30,6 @@
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
 #include "policy/rules.hpp"
-#include "policy/topology.hpp"
 #include "policy/types.hpp"
 #include "policy/units.hpp"
 
@@ -61,6 +60,7 @@ bool in_tracked(const std::vector<AddrRange>& vmas, std::uint64_t addr) {
 
 std::vector<SourceStatus> statuses(const std::vector<LoopSource>& sources) {
   std::vector<SourceStatus> out;
+  out.reserve(sources.size());
   for (const auto& s : sources) {
     out.push_back(SourceStatus{.kind = s.source->kind(), .reason = s.reason});
   }
@@ -91,6 +91,7 @@ void Ingest::stop() {
 
 std::vector<SourceKind> Ingest::kinds() const {
   std::vector<SourceKind> out;
+  out.reserve(sources_.size());
   for (const auto& s : sources_) out.push_back(s.source->kind());
   return out;
 }
