@@ -102,6 +102,10 @@ kdamonds_on() {
 # line and sets fill_pid, fill_start and fill_end (the buffer's addresses, decimal). Without
 # that line: says so on stderr, fill_pid is the process's and fill_start and fill_end are 0.
 fill_buffer() {
+  # Emptied here, not by the background job's redirection: a FILE left by an earlier call
+  # would otherwise be read before the job truncates it (the 30-minute soak's second
+  # node_full fault read it empty, and `set --` below left $1 unset).
+  : > "$2"
   kvtier_fill_check --mib "$1" --seconds 3600 > "$2" &
   fill_pid=$! fill_start=0 fill_end=0
   n=0
@@ -110,8 +114,14 @@ fill_buffer() {
     sleep 0.1
   done
   if [ -s "$2" ]; then
-    set -- $(head -n 1 "$2" | sed 's/[^0-9]/ /g')
-    fill_pid=$1 fill_start=$2 fill_end=$3
+    line=$(head -n 1 "$2")
+    # shellcheck disable=SC2046 # the line's numbers, one word each
+    set -- $(echo "$line" | sed 's/[^0-9]/ /g')
+    if [ $# -ge 3 ]; then
+      fill_pid=$1 fill_start=$2 fill_end=$3
+    else
+      echo "fill_buffer: kvtier_fill_check $fill_pid printed '$line', not its pid and buffer" >&2
+    fi
   else
     echo "fill_buffer: kvtier_fill_check $fill_pid printed nothing in 600 s" >&2
   fi
