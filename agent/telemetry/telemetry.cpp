@@ -87,6 +87,17 @@ Telemetry::Telemetry() {
            "Demoted bytes accessed again later than cold_age after their demotion, per group");
   describe("kvtier_slow_tier_touches_total", MetricKind::kCounter,
            "Page-level samples (NUMA hint faults, PMU samples) of pages on a slow node, per group");
+  describe("kvtier_group_promotion_bytes_total", MetricKind::kCounter,
+           "Bytes promoted by co-access group (or at stake in a trial run without moving), judged "
+           "hit (the group's witness page touched within the cold age) or wasted, per group");
+  describe("kvtier_group_promotion_hit_rate", MetricKind::kGauge,
+           "Share of the bytes judged lately that were hits (1 before any); below "
+           "group_hit_rate_min promotion by group is off, per group");
+  describe("kvtier_group_promotion_on", MetricKind::kGauge,
+           "1 while promotion by co-access group runs, 0 once the hit rate switched it off or "
+           "promote_groups = false, per group");
+  describe("kvtier_coaccess_groups", MetricKind::kGauge,
+           "Co-access groups known now, all targets of the group");
   describe("kvtier_misdemotion_ratio", MetricKind::kGauge,
            "Mis-demoted over demoted bytes in the feedback window, per group");
   describe("kvtier_effective_cold_age_seconds", MetricKind::kGauge,
