@@ -32,6 +32,36 @@ std::string_view metric_kind_name(MetricKind kind) {
   return "untyped";
 }
 
+namespace {
+
+// The placement feedback's metrics: what came back and how promotion by co-access
+// group fared (out of the constructor for its length).
+void describe_feedback(Telemetry& t) {
+  t.describe("kvtier_misdemoted_bytes_total", MetricKind::kCounter,
+             "Demoted bytes accessed again within cold_age of their demotion, per group");
+  t.describe("kvtier_reactivated_bytes_total", MetricKind::kCounter,
+             "Demoted bytes accessed again later than cold_age after their demotion, per group");
+  t.describe(
+      "kvtier_slow_tier_touches_total", MetricKind::kCounter,
+      "Page-level samples (NUMA hint faults, PMU samples) of pages on a slow node, per group");
+  t.describe(
+      "kvtier_group_promotion_bytes_total", MetricKind::kCounter,
+      "Bytes promoted by co-access group (or at stake in a trial run without moving), judged "
+      "hit (the group's witness page touched within the cold age) or wasted, per group");
+  t.describe("kvtier_group_promotion_hit_rate", MetricKind::kGauge,
+             "Share of the bytes judged lately that were hits (1 before any); below "
+             "group_hit_rate_min promotion by group is off, per group");
+  t.describe("kvtier_group_promotion_on", MetricKind::kGauge,
+             "1 while promotion by co-access group runs, 0 once the hit rate switched it off or "
+             "promote_groups = false, per group");
+  t.describe("kvtier_coaccess_groups", MetricKind::kGauge,
+             "Co-access groups known now, all targets of the group");
+  t.describe("kvtier_misdemotion_ratio", MetricKind::kGauge,
+             "Mis-demoted over demoted bytes in the feedback window, per group");
+}
+
+}  // namespace
+
 Telemetry::Telemetry() {
   describe("kvtier_page_moves_total", MetricKind::kCounter,
            "Pages a mover was asked to move, by kernel outcome (status) and destination node");
@@ -81,25 +111,7 @@ Telemetry::Telemetry() {
   describe("kvtier_promoted_bytes_total", MetricKind::kCounter,
            "Bytes promoted back to DRAM after an access on the slow node, per group and by whom "
            "(kvtier; kernel: NUMA balancing in the fault path)");
-  describe("kvtier_misdemoted_bytes_total", MetricKind::kCounter,
-           "Demoted bytes accessed again within cold_age of their demotion, per group");
-  describe("kvtier_reactivated_bytes_total", MetricKind::kCounter,
-           "Demoted bytes accessed again later than cold_age after their demotion, per group");
-  describe("kvtier_slow_tier_touches_total", MetricKind::kCounter,
-           "Page-level samples (NUMA hint faults, PMU samples) of pages on a slow node, per group");
-  describe("kvtier_group_promotion_bytes_total", MetricKind::kCounter,
-           "Bytes promoted by co-access group (or at stake in a trial run without moving), judged "
-           "hit (the group's witness page touched within the cold age) or wasted, per group");
-  describe("kvtier_group_promotion_hit_rate", MetricKind::kGauge,
-           "Share of the bytes judged lately that were hits (1 before any); below "
-           "group_hit_rate_min promotion by group is off, per group");
-  describe("kvtier_group_promotion_on", MetricKind::kGauge,
-           "1 while promotion by co-access group runs, 0 once the hit rate switched it off or "
-           "promote_groups = false, per group");
-  describe("kvtier_coaccess_groups", MetricKind::kGauge,
-           "Co-access groups known now, all targets of the group");
-  describe("kvtier_misdemotion_ratio", MetricKind::kGauge,
-           "Mis-demoted over demoted bytes in the feedback window, per group");
+  describe_feedback(*this);
   describe("kvtier_effective_cold_age_seconds", MetricKind::kGauge,
            "The cold age kvtier demotes at now: cold_age raised by mis-demotions, per group");
   describe("kvtier_promotion_latency_seconds", MetricKind::kHistogram,
