@@ -40,15 +40,19 @@ std::vector<AddrRange> merged(std::vector<AddrRange> a, std::span<const AddrRang
   return out;
 }
 
-// The page of `part` (inside one 2 MiB block) that check number `turn` asks
-// about: a step of 167 pages (prime to 512) a check, offset by the block, so
-// successive checks visit every page of a block and neighbours differ.
+// Which of the `n` candidates of the 2 MiB block holding `addr` check number
+// `turn` asks about: a step of 167 (prime to 512) a check, offset by the block,
+// so successive checks visit every candidate and neighbouring blocks differ.
+std::uint64_t probe_index(std::uint64_t addr, std::uint64_t turn, std::uint64_t n) {
+  return (turn * 167 + (addr / kHugePageSize) * 71) % n;
+}
+
+// The page of `part` (inside one 2 MiB block) that check number `turn` asks about.
 std::uint64_t probe_page(AddrRange part, std::uint64_t turn) {
   const std::uint64_t start = part.start & ~(kPageSize - 1);
   const std::uint64_t pages =
       std::max<std::uint64_t>(1, (part.end - start + kPageSize - 1) / kPageSize);
-  const std::uint64_t block = part.start / kHugePageSize;
-  return start + ((turn * 167 + block * 71) % pages) * kPageSize;
+  return start + probe_index(part.start, turn, pages) * kPageSize;
 }
 
 // The node of every probe from the runs read (address order, covering every
@@ -99,7 +103,7 @@ ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std:
   const auto flush = [&] {
     if (block.empty()) return;
     const AddrRange part{block.front().page, block.back().page + kPageSize};
-    const std::uint64_t i = (turn * 167 + (part.start / kHugePageSize) * 71) % block.size();
+    const std::uint64_t i = probe_index(part.start, turn, block.size());
     out.probes.push_back({.page = block[i].page, .part = part, .node = block[i].node});
     block.clear();
   };
