@@ -23,6 +23,7 @@
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/rules.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
@@ -327,9 +328,26 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
   for (const auto& [pid, t] : s.targets.all()) {
     const TimeNs window = hot_window(s, t.group);
     if (window == 0) continue;
-    t.heat->for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
-      if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += n * u.range.bytes();
-    });
+    // A chunk whose pages are all located on one node and all within the window, or all
+    // out of it, is counted at once.
+    const auto whole = [&](std::uint64_t, const policy::PagePack& p) {
+      const int node = p.one_node();
+      if (p.located_pages() != policy::PagePack::kPages || node < 0) return false;
+      const auto idle = [now](std::uint32_t tick) {
+        return idle_of(policy::HeatUnit{.last_access = tick}, now);
+      };
+      if (idle(p.earliest_access()) < window) {
+        out[node] += kHugePageSize;
+        return true;
+      }
+      return idle(p.latest_access()) >= window;
+    };
+    t.heat->for_each_run(
+        now,
+        [&](const policy::HeatUnit& u, std::uint64_t n) {
+          if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += n * u.range.bytes();
+        },
+        whole);
   }
   return out;
 }
