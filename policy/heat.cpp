@@ -1,6 +1,8 @@
 #include "policy/heat.hpp"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "policy/heat_state.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::policy {
@@ -83,15 +86,13 @@ void HeatTable::judge_return(HeatState& s, std::uint64_t bytes) {
 
 void HeatTable::anticipate(std::uint64_t addr, std::uint32_t tick) {
   const std::uint64_t from = page_down(addr) + kPageSize;
-  for_each_page({from, from + params_.frontier_bytes}, [&](HeatState* s, std::uint64_t) {
-    if (s == nullptr) return false;  // nothing tracked there
-    if (!s->tracked() || (s->flags & HeatState::kUsed) != 0) return false;
-    if (tick > s->last_access) {
-      s->heat = decay_.heat_at(*s, tick);
-      s->last_access = tick;
+  for_each_page({from, from + params_.frontier_bytes}, false, [&](HeatState& s, std::uint64_t) {
+    if (!s.tracked() || (s.flags & HeatState::kUsed) != 0) return;
+    if (tick > s.last_access) {
+      s.heat = decay_.heat_at(s, tick);
+      s.last_access = tick;
     }
-    s->flags |= HeatState::kAhead;
-    return false;
+    s.flags |= HeatState::kAhead;
   });
 }
 
@@ -107,54 +108,125 @@ void HeatTable::add_events(HeatState& s, double events, std::uint32_t tick) cons
 }
 
 HeatTable::Chunk& HeatTable::chunk_for(std::uint64_t addr) {
-  return chunks_.try_emplace(chunk_base(addr)).first->second;
+  const std::uint64_t base = chunk_base(addr);
+  ensure_chunks(base, base + kHugePageSize);
+  auto it = std::prev(extents_.upper_bound(base));
+  return it->second[(base - it->first) / kHugePageSize];
 }
 
-void HeatTable::spread(Chunk& c) {
-  if (c.pages) return;
-  c.pages = std::make_unique_for_overwrite<HeatState[]>(kPagesPerChunk);
-  std::fill_n(c.pages.get(), kPagesPerChunk, c.same);
-}
-
-void HeatTable::fold(Chunk& c) {
-  if (!c.pages) return;
-  const HeatState* p = c.pages.get();
-  if (!std::all_of(p + 1, p + kPagesPerChunk, [&](const HeatState& s) { return s == p[0]; })) {
-    return;
+void HeatTable::ensure_chunks(std::uint64_t a, std::uint64_t b) {
+  const auto end_of = [](const auto& e) { return e.first + e.second.size() * kHugePageSize; };
+  auto it = extents_.upper_bound(a);
+  if (it != extents_.begin() && end_of(*std::prev(it)) >= a) --it;
+  if (it != extents_.end() && it->first <= a && end_of(*it) >= b) return;
+  // The extents that overlap or touch [a, b) become one, the gaps filled with new chunks.
+  auto last = it;
+  std::uint64_t lo = a;
+  std::uint64_t hi = b;
+  for (; last != extents_.end() && last->first <= b; ++last) {
+    lo = std::min(lo, last->first);
+    hi = std::max(hi, end_of(*last));
   }
-  c.same = p[0];
-  c.pages.reset();
+  Extent merged;
+  merged.reserve((hi - lo) / kHugePageSize);
+  for (auto e = it; e != last; ++e) {
+    merged.resize((e->first - lo) / kHugePageSize);
+    std::move(e->second.begin(), e->second.end(), std::back_inserter(merged));
+  }
+  merged.resize((hi - lo) / kHugePageSize);
+  extents_.erase(it, last);
+  extents_.emplace(lo, std::move(merged));
 }
 
-// Calls f(HeatState*, pages) for the pages of the range: once for a whole chunk
-// whose pages are alike (pages = 512), else once per page (pages = 1). First
-// f(nullptr, 0) for a chunk not there yet: true creates it (untracked pages).
+void HeatTable::drop_untracked(std::uint64_t a, std::uint64_t b) {
+  auto it = extents_.upper_bound(a);
+  if (it != extents_.begin()) --it;
+  while (it != extents_.end() && it->first < b) {
+    const std::uint64_t first = it->first;
+    Extent& e = it->second;
+    const auto gone = [&](std::size_t i) {
+      const std::uint64_t base = first + i * kHugePageSize;
+      return base >= a && base < b && !e[i].tracked();
+    };
+    std::size_t i = 0;
+    while (i < e.size() && !gone(i)) ++i;
+    if (i == e.size()) {
+      ++it;
+      continue;
+    }
+    // Split at the first chunk that goes: what is left of it starts at the next kept one.
+    Extent rest;
+    std::size_t j = i;
+    while (j < e.size() && gone(j)) ++j;
+    rest.reserve(e.size() - j);
+    std::move(e.begin() + static_cast<std::ptrdiff_t>(j), e.end(), std::back_inserter(rest));
+    const std::uint64_t rest_first = first + j * kHugePageSize;
+    e.resize(i);
+    e.shrink_to_fit();
+    it = e.empty() ? extents_.erase(it) : std::next(it);
+    if (!rest.empty()) it = extents_.emplace_hint(it, rest_first, std::move(rest));
+  }
+}
+
+void HeatTable::count(const HeatState& s, std::uint64_t pages, int sign) {
+  if (!s.tracked()) return;
+  const auto i = static_cast<std::size_t>(std::max(-1, static_cast<int>(s.node)) + 1);
+  if (i >= node_bytes_.size()) node_bytes_.resize(i + 1, 0);
+  if (sign > 0) {
+    node_bytes_[i] += pages * kPageSize;
+  } else {
+    node_bytes_[i] -= pages * kPageSize;
+  }
+}
+
+// Calls f(HeatState&, pages) for the pages of the range: once for a whole chunk
+// whose pages are alike (pages = 512), else once per page (pages = 1).
 template <class F>
-void HeatTable::for_each_page(AddrRange range, F&& f) {
+void HeatTable::for_each_page(AddrRange range, bool create, F&& f) {
   const std::uint64_t a = page_down(range.start);
   const std::uint64_t b = page_up(range.end);
-  for (std::uint64_t base = chunk_base(a); base < b; base += kHugePageSize) {
-    auto it = chunks_.find(base);
-    Chunk* chunk = nullptr;
-    if (it != chunks_.end()) {
-      chunk = &it->second;
-    } else if (!f(nullptr, 0)) {
-      continue;
-    } else {
-      chunk = &chunk_for(base);
+  if (a >= b) return;
+  if (create) ensure_chunks(chunk_base(a), chunk_base(b - 1) + kHugePageSize);
+  const auto visit = [&](HeatState& s, std::uint64_t pages) {
+    const HeatState was = s;
+    f(s, pages);
+    if (was.tracked() != s.tracked() || was.node != s.node) {
+      count(was, pages, -1);
+      count(s, pages, 1);
     }
-    const std::uint64_t from = std::max(a, base);
-    const std::uint64_t to = std::min(b, base + kHugePageSize);
-    const bool whole = from == base && to == base + kHugePageSize;
-    if (whole && !chunk->pages) {
-      f(&chunk->same, kPagesPerChunk);
-      continue;
+  };
+  auto it = extents_.upper_bound(a);
+  if (it != extents_.begin()) --it;
+  for (; it != extents_.end() && it->first < b; ++it) {
+    const std::uint64_t first = it->first;
+    Extent& e = it->second;
+    const std::uint64_t i0 = a > first ? (a - first) / kHugePageSize : 0;
+    for (std::uint64_t ci = i0; ci < e.size() && first + ci * kHugePageSize < b; ++ci) {
+      Chunk& chunk = e[ci];
+      const std::uint64_t base = first + ci * kHugePageSize;
+      const std::uint64_t from = std::max(a, base);
+      const std::uint64_t to = std::min(b, base + kHugePageSize);
+      const bool whole = from == base && to == base + kHugePageSize;
+      if (whole && !chunk.pages) {
+        visit(chunk.same, kPagesPerChunk);
+        continue;
+      }
+      if (!chunk.pages) chunk.pages = std::make_unique<PagePack>(chunk.same);
+      for (std::uint64_t p = from; p < to; p += kPageSize) {
+        const std::uint64_t i = (p - base) / kPageSize;
+        HeatState s = chunk.pages->get(i);
+        const HeatState was = s;
+        visit(s, 1);
+        if (std::bit_cast<std::array<std::uint32_t, 4>>(s) !=
+            std::bit_cast<std::array<std::uint32_t, 4>>(was)) {
+          chunk.pages->set(i, s);
+        }
+      }
+      if (whole && chunk.pages->alike()) {
+        chunk.same = chunk.pages->get(0);
+        chunk.pages.reset();
+      }
     }
-    spread(*chunk);
-    for (std::uint64_t p = from; p < to; p += kPageSize) {
-      f(&chunk->pages[(p - base) / kPageSize], std::uint64_t{1});
-    }
-    if (whole) fold(*chunk);
   }
 }
 
@@ -198,11 +270,9 @@ void HeatTable::track(AddrRange range, int node, TimeNs now) {
     for_each_region(range, [&](HeatState& s, std::uint64_t, std::uint64_t) { s.node = n; });
     return;
   }
-  for_each_page(range, [&](HeatState* s, std::uint64_t) {
-    if (s == nullptr) return true;
-    if (!s->tracked()) *s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
-    s->node = n;
-    return true;
+  for_each_page(range, true, [&](HeatState& s, std::uint64_t) {
+    if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
+    s.node = n;
   });
 }
 
@@ -213,15 +283,9 @@ void HeatTable::untrack(AddrRange range) {
                    regions_.lower_bound(page_up(range.end)));
     return;
   }
-  for_each_page(range, [](HeatState* s, std::uint64_t) {
-    if (s != nullptr) *s = HeatState{};
-    return false;
-  });
-  std::erase_if(chunks_, [](const auto& kv) {
-    const HeatState* p = kv.second.pages.get();
-    if (p == nullptr) return !kv.second.same.tracked();
-    return std::none_of(p, p + kPagesPerChunk, [](const HeatState& s) { return s.tracked(); });
-  });
+  for_each_page(range, false, [](HeatState& s, std::uint64_t) { s = HeatState{}; });
+  const std::uint64_t a = chunk_base(page_down(range.start));
+  drop_untracked(a, std::max(a, chunk_base(page_up(range.end) - 1) + kHugePageSize));
 }
 
 void HeatTable::add(const AccessSample& sample) {
@@ -245,15 +309,15 @@ void HeatTable::add(const AccessSample& sample) {
     add_events(it->second.state, events / pages, tick);
     return;
   }
-  Chunk& c = chunk_for(sample.addr);
-  spread(c);
-  HeatState& s = c.pages[(sample.addr % kHugePageSize) / kPageSize];
-  if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
-  touch(s, tick, 1);
-  // A sample of several accesses (a page that faulted twice between drains, a
-  // PMU sample standing for its period) is a second touch too.
-  if (sample.weight > 1 && (s.flags & HeatState::kReturned) != 0) judge_return(s, kPageSize);
-  add_events(s, events, tick);
+  const std::uint64_t a = page_down(sample.addr);
+  for_each_page({a, a + kPageSize}, true, [&](HeatState& s, std::uint64_t) {
+    if (!s.tracked()) s = HeatState{.last_access = tick, .flags = HeatState::kTracked};
+    touch(s, tick, 1);
+    // A sample of several accesses (a page that faulted twice between drains, a
+    // PMU sample standing for its period) is a second touch too.
+    if (sample.weight > 1 && (s.flags & HeatState::kReturned) != 0) judge_return(s, kPageSize);
+    add_events(s, events, tick);
+  });
   if (params_.frontier_bytes > 0) anticipate(sample.addr, tick);
 }
 
@@ -280,12 +344,10 @@ void HeatTable::add(const RegionAccess& r) {
     }
     return;
   }
-  for_each_page(r.range, [&](HeatState* s, std::uint64_t pages) {
-    if (s == nullptr) return true;
-    if (!s->tracked()) *s = fresh;
-    if (events > 0) add_events(*s, events, tick);
-    if (strong) touch(*s, tick, pages);
-    return true;
+  for_each_page(r.range, true, [&](HeatState& s, std::uint64_t pages) {
+    if (!s.tracked()) s = fresh;
+    if (events > 0) add_events(s, events, tick);
+    if (strong) touch(s, tick, pages);
   });
 }
 
@@ -323,9 +385,8 @@ void HeatTable::set_node(AddrRange range, int node) {
         range, [&](HeatState& s, std::uint64_t a, std::uint64_t b) { observe_node(s, n, b - a); });
     return;
   }
-  for_each_page(range, [&](HeatState* s, std::uint64_t pages) {
-    if (s != nullptr && s->tracked()) observe_node(*s, n, pages * kPageSize);
-    return false;
+  for_each_page(range, false, [&](HeatState& s, std::uint64_t pages) {
+    if (s.tracked()) observe_node(s, n, pages * kPageSize);
   });
 }
 
@@ -338,19 +399,25 @@ void HeatTable::mark_moved(AddrRange range, int node, TimeNs now, bool demotion)
         range, [&](HeatState& s, std::uint64_t, std::uint64_t) { moved(s, n, tick, demotion); });
     return;
   }
-  for_each_page(range, [&](HeatState* s, std::uint64_t) {
-    if (s != nullptr && s->tracked()) moved(*s, n, tick, demotion);
-    return false;
+  for_each_page(range, false, [&](HeatState& s, std::uint64_t) {
+    if (s.tracked()) moved(s, n, tick, demotion);
   });
 }
 
 void HeatTable::set_huge(std::uint64_t addr, bool huge) {
-  auto it = chunks_.find(chunk_base(addr));
-  if (it != chunks_.end()) it->second.huge = huge;
+  auto it = extents_.upper_bound(chunk_base(addr));
+  if (it == extents_.begin()) return;
+  --it;
+  const std::uint64_t i = (chunk_base(addr) - it->first) / kHugePageSize;
+  if (i < it->second.size()) it->second[i].huge = huge;
 }
 
 void HeatTable::set_huge_blocks(std::span<const std::uint64_t> blocks) {
-  for (auto& [base, chunk] : chunks_) chunk.huge = std::ranges::binary_search(blocks, base);
+  for (auto& [first, extent] : extents_) {
+    for (std::size_t i = 0; i < extent.size(); ++i) {
+      extent[i].huge = std::ranges::binary_search(blocks, first + i * kHugePageSize);
+    }
+  }
 }
 
 void HeatTable::compact(TimeNs now, double tolerance) {
@@ -385,13 +452,18 @@ void HeatTable::compact(TimeNs now, double tolerance) {
 
 std::optional<HeatUnit> HeatTable::at(std::uint64_t addr, TimeNs now) const {
   const std::uint32_t tick = to_tick(now);
-  if (auto c = chunks_.find(chunk_base(addr)); c != chunks_.end()) {
-    const HeatState& s = c->second.page((addr % kHugePageSize) / kPageSize);
-    if (!s.tracked()) return std::nullopt;
-    const std::uint64_t a = page_down(addr);
-    HeatUnit u = unit_of(s, {a, a + kPageSize}, tick);
-    u.huge = c->second.huge;
-    return u;
+  if (auto e = extents_.upper_bound(chunk_base(addr)); e != extents_.begin()) {
+    --e;
+    const std::uint64_t i = (chunk_base(addr) - e->first) / kHugePageSize;
+    if (i < e->second.size()) {
+      const Chunk& c = e->second[i];
+      const HeatState s = c.page((addr % kHugePageSize) / kPageSize);
+      if (!s.tracked()) return std::nullopt;
+      const std::uint64_t a = page_down(addr);
+      HeatUnit u = unit_of(s, {a, a + kPageSize}, tick);
+      u.huge = c.huge;
+      return u;
+    }
   }
   auto it = regions_.upper_bound(addr);
   if (it == regions_.begin()) return std::nullopt;
@@ -402,14 +474,14 @@ std::optional<HeatUnit> HeatTable::at(std::uint64_t addr, TimeNs now) const {
 
 std::uint64_t HeatTable::tracked_bytes() const {
   std::uint64_t bytes = 0;
-  for (const auto& [base, c] : chunks_) {
-    if (!c.pages) {
-      bytes += c.same.tracked() ? kHugePageSize : 0;
-      continue;
+  for (const auto& [first, extent] : extents_) {
+    for (const Chunk& c : extent) {
+      if (!c.pages) {
+        bytes += c.same.tracked() ? kHugePageSize : 0;
+        continue;
+      }
+      bytes += kPageSize * c.pages->tracked_pages();
     }
-    bytes += kPageSize * static_cast<std::uint64_t>(
-                             std::count_if(c.pages.get(), c.pages.get() + kPagesPerChunk,
-                                           [](const HeatState& s) { return s.tracked(); }));
   }
   for (const auto& [start, r] : regions_) bytes += r.end - start;
   return bytes;
@@ -418,11 +490,29 @@ std::uint64_t HeatTable::tracked_bytes() const {
 std::uint64_t HeatTable::memory_bytes() const {
   // A std::map node carries three pointers and a colour besides its value.
   constexpr std::uint64_t kMapNode = 32;
-  std::uint64_t spread_chunks = 0;
-  for (const auto& [base, c] : chunks_) spread_chunks += c.pages ? 1 : 0;
-  return chunks_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Chunk)) +
-         spread_chunks * kPagesPerChunk * sizeof(HeatState) +
-         regions_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Region)) + sizeof(*this);
+  std::uint64_t bytes = sizeof(*this) + node_bytes_.capacity() * sizeof(std::uint64_t);
+  for (const auto& [first, extent] : extents_) {
+    bytes += kMapNode + sizeof(first) + sizeof(Extent) + extent.capacity() * sizeof(Chunk);
+    for (const Chunk& c : extent) bytes += c.pages ? c.pages->memory_bytes() : 0;
+  }
+  return bytes + regions_.size() * (kMapNode + sizeof(std::uint64_t) + sizeof(Region));
+}
+
+std::map<int, std::uint64_t> HeatTable::bytes_per_node(std::uint64_t* unknown_bytes) const {
+  std::map<int, std::uint64_t> out;
+  std::uint64_t unknown = 0;
+  for (std::size_t i = 0; i < node_bytes_.size(); ++i) {
+    if (i == 0) {
+      unknown += node_bytes_[i];
+    } else if (node_bytes_[i] > 0) {
+      out[static_cast<int>(i) - 1] += node_bytes_[i];
+    }
+  }
+  for (const auto& [start, r] : regions_) {
+    (r.state.node >= 0 ? out[r.state.node] : unknown) += r.end - start;
+  }
+  if (unknown_bytes != nullptr) *unknown_bytes = unknown;
+  return out;
 }
 
 }  // namespace kvtier::policy

@@ -13,12 +13,17 @@
 // Two layouts: kPage keeps 2 MiB chunks (a chunk flagged huge moves as one
 // unit), each either one state for all its 512 pages (while nothing told them
 // apart: a mapping tracked, located and moved as a whole, never sampled) or,
-// once page-level evidence makes one page differ, 16 bytes per page; a write
-// that covers a whole chunk and leaves its pages alike folds it back. kRegion
+// once page-level evidence makes one page differ, a PagePack of them (about 7
+// bytes a page, exact: heat_state.hpp); a write that covers a whole chunk and
+// leaves its pages alike folds it back. The chunks of consecutive 2 MiB blocks
+// (a mapping) sit in one array, 32 bytes each. kRegion
 // keeps one entry per region (split on reports, merged again by compact()),
 // like DAMON.
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,64 +32,10 @@
 #include <utility>
 #include <vector>
 
+#include "policy/heat_state.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::policy {
-
-// Time inside the heat model: 100 ms ticks of CLOCK_MONOTONIC (13 years in 32 bits).
-inline constexpr TimeNs kTickNs = 100'000'000;
-inline std::uint32_t to_tick(TimeNs t) {
-  return static_cast<std::uint32_t>(t / kTickNs);
-}
-inline TimeNs from_tick(std::uint32_t t) {
-  return static_cast<TimeNs>(t) * kTickNs;
-}
-
-inline constexpr std::uint64_t kPagesPerChunk = kHugePageSize / kPageSize;
-
-// The state of one page or one region. Heat is as of `last_access` and decays
-// lazily from there.
-struct HeatState {
-  float heat = 0.0F;              // accesses/s per 4 KiB page, at last_access
-  std::uint32_t last_access = 0;  // tick of the last access (or of first tracking)
-  std::uint32_t last_moved = 0;   // tick of the last move; 0: never moved
-  std::int16_t node = -1;         // NUMA node; -1: unknown
-  std::uint16_t flags = 0;        // kTracked, kDemoted, kTouched, strikes, kUsed, kAhead
-
-  static constexpr std::uint16_t kTracked = 1;
-  // The last move was a demotion by kvtier (mark_moved with demotion = true).
-  static constexpr std::uint16_t kDemoted = 2;
-  // A point sample (page-level evidence: a fault, a PMU sample) came since the last move.
-  static constexpr std::uint16_t kTouched = 4;
-  // Mis-demotions in a row (0-7): demotions followed by an access within the
-  // mis-demotion window. Each one doubles how long the page is protected.
-  static constexpr unsigned kStrikeShift = 3;
-  static constexpr std::uint16_t kStrikeMask = 7U << kStrikeShift;
-  static constexpr unsigned kMaxStrikes = 7;
-  // Page-level evidence of an access came at some time since it was tracked:
-  // the page holds data. Never set: as it was when tracked (allocated, maybe
-  // cleared, never used since: the unfilled part of a buffer).
-  static constexpr std::uint16_t kUsed = 1U << 6;
-  // Never used, and just past a page accessed lately (HeatParams::frontier_bytes):
-  // the next to be filled. Cleared when kvtier moves it.
-  static constexpr std::uint16_t kAhead = 1U << 7;
-  // Touched once since kvtier demoted it (kReturnedSoon: within the mis-demotion
-  // window): one touch is weak evidence (a copy read once, a read a little past
-  // the data), so the return is judged at the next touch, after a promotion
-  // too: a mis-demotion or a reactivation then, neither if none comes before the
-  // next demotion.
-  static constexpr std::uint16_t kReturned = 1U << 8;
-  static constexpr std::uint16_t kReturnedSoon = 1U << 9;
-  [[nodiscard]] bool tracked() const { return (flags & kTracked) != 0; }
-  [[nodiscard]] unsigned strikes() const { return (flags & kStrikeMask) >> kStrikeShift; }
-  bool operator==(const HeatState&) const = default;
-  void set_strikes(unsigned n) {
-    flags = static_cast<std::uint16_t>((flags & ~kStrikeMask) |
-                                       (std::min(n, kMaxStrikes) << kStrikeShift));
-  }
-};
-static_assert(sizeof(HeatState) == 16,
-              "the heat model promises 16 bytes per page with page-level evidence");
 
 // 2^(-dt/half_life) for dt in ticks, from two small tables (no exp2 per page).
 class Decay {
@@ -208,6 +159,11 @@ class HeatTable {
   [[nodiscard]] std::uint64_t tracked_bytes() const;
   // Bytes this table holds (entries and their containers, roughly).
   [[nodiscard]] std::uint64_t memory_bytes() const;
+  // Bytes tracked per node as the table has them (the node set by track, set_node and
+  // mark_moved), and in `*unknown_bytes` those of no known node. kPage tables keep the
+  // counts as their states change: no walk.
+  [[nodiscard]] std::map<int, std::uint64_t> bytes_per_node(
+      std::uint64_t* unknown_bytes = nullptr) const;
   [[nodiscard]] std::size_t region_count() const { return regions_.size(); }
   [[nodiscard]] const Decay& decay() const { return decay_; }
   [[nodiscard]] Granularity granularity() const { return params_.granularity; }
@@ -218,10 +174,17 @@ class HeatTable {
   void for_each_unit(TimeNs now, F&& visit) const;
   // The same units as runs: visit(u, n) stands for n units of u.range.bytes()
   // each from u.range.start on, alike but for their address (a chunk of alike
-  // pages is one run of 512 pages; any other unit a run of 1). A walk that
-  // treats alike units alike costs one call per chunk instead of one per page.
+  // pages is one run of 512 pages, and consecutive such chunks in the same state
+  // one run of them all; any other unit a run of 1). A walk that treats alike
+  // units alike costs one call per stretch of alike chunks instead of one per page.
   template <class F>
   void for_each_run(TimeNs now, F&& visit) const;
+  // The same, but a chunk of pages with their own states (not huge) goes first to
+  // pack(base, pages): if it returns true the walk takes the chunk as seen, else
+  // its pages come to visit one by one. A walk that needs no page's heat (the
+  // residency check's probes) may take a chunk at once.
+  template <class F, class P>
+  void for_each_run(TimeNs now, F&& visit, P&& pack) const;
 
  private:
   [[nodiscard]] HeatUnit unit_of(const HeatState& s, AddrRange range, std::uint32_t tick) const {
@@ -237,12 +200,23 @@ class HeatTable {
         .strikes = s.strikes()};
   }
   struct Chunk {
-    bool huge = false;
     // The state of every page while `pages` is null.
     HeatState same;
-    std::unique_ptr<HeatState[]> pages;  // kPagesPerChunk entries, or null: all `same`
-    [[nodiscard]] const HeatState& page(std::uint64_t i) const { return pages ? pages[i] : same; }
+    std::unique_ptr<PagePack> pages;  // or null: all `same`
+    bool huge = false;
+    [[nodiscard]] HeatState page(std::uint64_t i) const { return pages ? pages->get(i) : same; }
+    // Not huge, its pages alike, in the same state as `c`'s, bit for bit.
+    [[nodiscard]] bool alike_to(const Chunk& c) const {
+      return !huge && !pages &&
+             std::bit_cast<std::array<std::uint32_t, 4>>(same) ==
+                 std::bit_cast<std::array<std::uint32_t, 4>>(c.same);
+    }
+    [[nodiscard]] bool tracked() const {
+      return pages ? pages->tracked_pages() > 0 : same.tracked();
+    }
   };
+  // The chunks of consecutive 2 MiB blocks from a base.
+  using Extent = std::vector<Chunk>;
   struct Region {
     std::uint64_t end = 0;
     HeatState state;
@@ -257,14 +231,19 @@ class HeatTable {
   void anticipate(std::uint64_t addr, std::uint32_t tick);
   void observe_node(HeatState& s, std::int16_t n, std::uint64_t bytes);
   Chunk& chunk_for(std::uint64_t addr);
-  // Gives the chunk one state per page (each `same`).
-  static void spread(Chunk& c);
-  // Back to one state if every page has the same.
-  static void fold(Chunk& c);
+  // Makes every chunk of [a, b) (2 MiB-aligned) exist, untracked if new.
+  void ensure_chunks(std::uint64_t a, std::uint64_t b);
+  // Drops the chunks of [a, b) with no tracked page.
+  void drop_untracked(std::uint64_t a, std::uint64_t b);
+  // Counts `pages` pages in state `s` in (+1) or out (-1) of the bytes per node.
+  void count(const HeatState& s, std::uint64_t pages, int sign);
   // kRegion: makes region boundaries at a and b (splitting), tracking gaps in [a, b).
   void split_regions(std::uint64_t a, std::uint64_t b, std::uint32_t tick, bool fill_gaps);
+  // Calls f(HeatState&, pages) for the tracked and untracked pages of the range's
+  // chunks: once for a whole chunk whose pages are alike (pages = 512), else once per
+  // page (pages = 1); with `create`, the range's missing chunks are made first.
   template <class F>
-  void for_each_page(AddrRange range, F&& f);
+  void for_each_page(AddrRange range, bool create, F&& f);
   template <class F>
   void for_each_region(AddrRange range, F&& f);
 
@@ -272,7 +251,9 @@ class HeatTable {
   Decay decay_;
   std::uint32_t misdemotion_ticks_;
   HeatEvents events_;
-  std::map<std::uint64_t, Chunk> chunks_;    // kPage: by 2 MiB-aligned base
+  std::map<std::uint64_t, Extent> extents_;  // kPage: by the first chunk's base
+  // kPage: tracked bytes by node + 1 (0: no known node).
+  std::vector<std::uint64_t> node_bytes_;
   std::map<std::uint64_t, Region> regions_;  // kRegion: by start
 };
 
@@ -295,42 +276,57 @@ void HeatTable::for_each_unit(TimeNs now, F&& visit) const {
 
 template <class F>
 void HeatTable::for_each_run(TimeNs now, F&& visit) const {
+  for_each_run(
+      now, std::forward<F>(visit),
+      [](std::uint64_t, const PagePack&) __attribute__((always_inline)) { return false; });
+}
+
+template <class F, class P>
+void HeatTable::for_each_run(TimeNs now, F&& visit, P&& pack) const {
   const std::uint32_t tick = to_tick(now);
-  for (const auto& [base, chunk] : chunks_) {
-    if (chunk.huge) {
-      HeatUnit u{.range = {base, base + kHugePageSize}, .huge = true};
-      bool any = false;
-      for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
-        const HeatState& s = chunk.page(i);
-        if (!s.tracked()) continue;
-        const float h = decay_.heat_at(s, tick);
-        if (!any || h > u.heat) u.heat = h;
-        if (!any || s.last_access > u.last_access) u.last_access = s.last_access;
-        if (!any || s.last_moved > u.last_moved) u.last_moved = s.last_moved;
-        // Pages of one huge page share a node; a disagreement means unknown.
-        u.node = !any || u.node == s.node ? s.node : -1;
-        u.demoted = u.demoted || (s.flags & HeatState::kDemoted) != 0;
-        u.touched = u.touched || (s.flags & HeatState::kTouched) != 0;
-        u.ahead =
-            u.ahead || (s.flags & (HeatState::kAhead | HeatState::kUsed)) == HeatState::kAhead;
-        u.strikes = std::max(u.strikes, s.strikes());
-        any = true;
-        if (!chunk.pages) break;  // every page alike
+  for (const auto& [first, extent] : extents_) {
+    for (std::size_t ci = 0; ci < extent.size(); ++ci) {
+      const Chunk& chunk = extent[ci];
+      const std::uint64_t base = first + ci * kHugePageSize;
+      if (chunk.huge) {
+        HeatUnit u{.range = {base, base + kHugePageSize}, .huge = true};
+        bool any = false;
+        for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
+          const HeatState s = chunk.page(i);
+          if (!s.tracked()) continue;
+          const float h = decay_.heat_at(s, tick);
+          if (!any || h > u.heat) u.heat = h;
+          if (!any || s.last_access > u.last_access) u.last_access = s.last_access;
+          if (!any || s.last_moved > u.last_moved) u.last_moved = s.last_moved;
+          // Pages of one huge page share a node; a disagreement means unknown.
+          u.node = !any || u.node == s.node ? s.node : -1;
+          u.demoted = u.demoted || (s.flags & HeatState::kDemoted) != 0;
+          u.touched = u.touched || (s.flags & HeatState::kTouched) != 0;
+          u.ahead =
+              u.ahead || (s.flags & (HeatState::kAhead | HeatState::kUsed)) == HeatState::kAhead;
+          u.strikes = std::max(u.strikes, s.strikes());
+          any = true;
+          if (!chunk.pages) break;  // every page alike
+        }
+        if (any) visit(u, std::uint64_t{1});
+        continue;
       }
-      if (any) visit(u, std::uint64_t{1});
-      continue;
-    }
-    if (!chunk.pages) {
-      if (chunk.same.tracked())
-        visit(unit_of(chunk.same, {base, base + kPageSize}, tick), kPagesPerChunk);
-      continue;
-    }
-    const HeatState* pages = chunk.pages.get();
-    for (std::uint64_t i = 0; i < kPagesPerChunk; ++i) {
-      const HeatState& s = pages[i];
-      if (!s.tracked()) continue;
-      const std::uint64_t a = base + i * kPageSize;
-      visit(unit_of(s, {a, a + kPageSize}, tick), std::uint64_t{1});
+      if (!chunk.pages) {
+        if (!chunk.same.tracked()) continue;
+        // The chunks after it in the same state make one run with it.
+        std::size_t last = ci;
+        while (last + 1 < extent.size() && extent[last + 1].alike_to(chunk)) ++last;
+        visit(unit_of(chunk.same, {base, base + kPageSize}, tick),
+              (last - ci + 1) * kPagesPerChunk);
+        ci = last;
+        continue;
+      }
+      if (pack(base, *chunk.pages)) continue;
+      chunk.pages->for_each([&](std::size_t i, const HeatState& s) __attribute__((always_inline)) {
+        if (!s.tracked()) return;
+        const std::uint64_t a = base + i * kPageSize;
+        visit(unit_of(s, {a, a + kPageSize}, tick), std::uint64_t{1});
+      });
     }
   }
   for (const auto& [start, r] : regions_) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
-#include <map>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -16,6 +15,7 @@
 #include "agent/host/sysfs.hpp"
 #include "agent/loop/target_set.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
@@ -107,7 +107,22 @@ ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std:
     out.probes.push_back({.page = block[i].page, .part = part, .node = block[i].node});
     block.clear();
   };
-  heat.for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
+  // A chunk whose pages all have their own state on a known node: what its pages one by one
+  // would give (the whole chunk in `exact`, or the block's one probe), without the walk.
+  const auto located_chunk = [&](std::uint64_t base, const policy::PagePack& pages) {
+    if (pages.located_pages() != policy::PagePack::kPages) return false;
+    flush();
+    const AddrRange chunk{base, base + kHugePageSize};
+    if (evidence_exact) {
+      append(out.exact, chunk);
+    } else {
+      const std::uint64_t i = probe_index(base, turn, policy::PagePack::kPages);
+      out.probes.push_back(
+          {.page = base + i * kPageSize, .part = chunk, .node = pages.get(i).node});
+    }
+    return true;
+  };
+  const auto unit = [&](const policy::HeatUnit& u, std::uint64_t n) {
     const AddrRange span{u.range.start, u.range.start + n * u.range.bytes()};
     if (!block.empty() && block.front().page / kHugePageSize != span.start / kHugePageSize) {
       flush();
@@ -125,7 +140,8 @@ ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std:
       const AddrRange part{std::max(b, span.start), std::min(b + kHugePageSize, span.end)};
       out.probes.push_back({.page = probe_page(part, turn), .part = part, .node = u.node});
     }
-  });
+  };
+  heat.for_each_run(now, unit, located_chunk);
   flush();
   return out;
 }
@@ -161,17 +177,6 @@ PageMap table_runs(const policy::HeatTable& heat, TimeNs now) {
       out.runs.push_back({.range = span, .node = u.node});
     }
   });
-  return out;
-}
-
-std::map<int, std::uint64_t> table_bytes_per_node(const policy::HeatTable& heat, TimeNs now,
-                                                  std::uint64_t* unknown_bytes) {
-  std::map<int, std::uint64_t> out;
-  std::uint64_t unknown = 0;
-  heat.for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
-    (u.node >= 0 ? out[u.node] : unknown) += n * u.range.bytes();
-  });
-  if (unknown_bytes != nullptr) *unknown_bytes = unknown;
   return out;
 }
 

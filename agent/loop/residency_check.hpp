@@ -17,7 +17,6 @@
 //     left partly behind (Target::reread).
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,9 +61,9 @@ struct ResidencyReadCount {
 // Reads t.reread (cleared) and, when `check`, the check's pages (`kernel_moved`:
 // kernel_moves() now; its change since the last check decides evidence_exact); sets what it
 // read in the heat table (nodes, the huge blocks of the ranges asked about in
-// full); the caller counts the bytes per node (table_bytes_per_node). The runs read in full,
-// in address order, with every huge block the target now has (for the
-// recording and the return watch); a failed query's message in `error`.
+// full); the caller takes the bytes per node from the table (HeatTable::bytes_per_node). The runs
+// read in full, in address order, with every huge block the target now has (for the recording and
+// the return watch); a failed query's message in `error`.
 PageMap update_residency(ResidencyReader& reader, Target& t, TimeNs now, bool check,
                          std::uint64_t turn, std::optional<std::uint64_t> kernel_moved,
                          std::string* error, ResidencyReadCount* count = nullptr);
@@ -72,9 +71,5 @@ PageMap update_residency(ResidencyReader& reader, Target& t, TimeNs now, bool ch
 // The table's units as runs per node, address order (node -1: not known): what a
 // read of every page would have found if the table is right (the return watch's arming).
 PageMap table_runs(const policy::HeatTable& heat, TimeNs now);
-
-// Bytes per node as the heat table knows them, and the bytes on no known node.
-std::map<int, std::uint64_t> table_bytes_per_node(const policy::HeatTable& heat, TimeNs now,
-                                                  std::uint64_t* unknown_bytes = nullptr);
 
 }  // namespace kvtier::agent

@@ -53,7 +53,7 @@ void ResidencyPhase::read(TimeNs now, Telemetry& telemetry, ReturnWatch* watch) 
       // The pages sampled since the last read may have moved (the kernel's
       // promotions); kvtier's own moves are counted as they happen (Dispatcher).
       if (!t.touched_pages.empty()) refresh_touched(t, now, &error);
-      t.bytes_per_node = table_bytes_per_node(*t.heat, now, &t.not_present_bytes);
+      t.bytes_per_node = t.heat->bytes_per_node(&t.not_present_bytes);
     }
     t.touched_pages.clear();
     // Gone or not allowed: what was read counts; discover() drops it next step.

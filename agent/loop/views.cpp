@@ -23,6 +23,7 @@
 #include "policy/config.hpp"
 #include "policy/error.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/rules.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
@@ -327,9 +328,26 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
   for (const auto& [pid, t] : s.targets.all()) {
     const TimeNs window = hot_window(s, t.group);
     if (window == 0) continue;
-    t.heat->for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
-      if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += n * u.range.bytes();
-    });
+    // A chunk whose pages are all located on one node and all within the window, or all
+    // out of it, is counted at once.
+    const auto whole = [&](std::uint64_t, const policy::PagePack& p) {
+      const int node = p.one_node();
+      if (p.located_pages() != policy::PagePack::kPages || node < 0) return false;
+      const auto idle = [now](std::uint32_t tick) {
+        return idle_of(policy::HeatUnit{.last_access = tick}, now);
+      };
+      if (idle(p.earliest_access()) < window) {
+        out[node] += kHugePageSize;
+        return true;
+      }
+      return idle(p.latest_access()) >= window;
+    };
+    t.heat->for_each_run(
+        now,
+        [&](const policy::HeatUnit& u, std::uint64_t n) {
+          if (u.node >= 0 && idle_of(u, now) < window) out[u.node] += n * u.range.bytes();
+        },
+        whole);
   }
   return out;
 }
@@ -491,7 +509,21 @@ std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
   std::uint64_t lo = 0;
   std::uint64_t hi = 0;
   std::size_t cur = 0;
-  t.heat->for_each_run(now, [&](const policy::HeatUnit& u, std::uint64_t n) {
+  // A chunk of pages with their own states wholly inside [lo, hi): its pages' heat in
+  // order, as the units one by one would add it, without a unit or a division per page.
+  const std::uint32_t tick = policy::to_tick(now);
+  const policy::Decay& decay = t.heat->decay();
+  const auto in_bin = [&](std::uint64_t base, const policy::PagePack& p) {
+    if (base < lo || base + kHugePageSize > hi) return false;
+    constexpr auto kW = static_cast<double>(kPageSize);
+    p.for_each([&](std::size_t, const policy::HeatState& s) {
+      if (!s.tracked()) return;
+      heat[cur] += static_cast<float>(static_cast<double>(decay.heat_at(s, tick)) * kW);
+      weight[cur] += kW;
+    });
+    return true;
+  };
+  const auto unit = [&](const policy::HeatUnit& u, std::uint64_t n) {
     const std::uint64_t bytes = u.range.bytes();
     for (std::uint64_t i = 0; i < n;) {
       const std::uint64_t a = u.range.start + i * bytes;
@@ -514,7 +546,8 @@ std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
       weight[cur] += w;
       i += m;
     }
-  });
+  };
+  t.heat->for_each_run(now, unit, in_bin);
   for (std::size_t b = 0; b < bins; ++b) {
     if (weight[b] > 0) heat[b] = static_cast<float>(heat[b] / weight[b]);
   }

@@ -1,11 +1,16 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <random>
 #include <utility>
 #include <vector>
 
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
+#include "policy/types.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -94,15 +99,126 @@ TEST(Heat, TrackMoveAndUntrack) {
   EXPECT_FALSE(t.at(kBase, 9 * kSec));
 }
 
-TEST(Heat, AtMostSixteenBytesPerTrackedPage) {
+TEST(Heat, AtMostEightBytesPerPageWithEvidence) {
   HeatTable t;
   const std::uint64_t pages = 64 * kPagesPerChunk;
   t.track({kBase, kBase + pages * kPageSize}, 0, kSec);
-  EXPECT_LE(static_cast<double>(t.memory_bytes()) / static_cast<double>(pages), 16.2);
+  EXPECT_LT(t.memory_bytes(), 64 * 128U) << "nothing tells the pages apart: a state a chunk";
+  // Every page sampled at its own time with its own weight: a state each.
+  for (std::uint64_t p = 0; p < pages; ++p) {
+    t.add(AccessSample{.addr = kBase + p * kPageSize,
+                       .time = kSec + static_cast<TimeNs>(p % 600) * kSec / 10,
+                       .weight = 1 + static_cast<std::uint32_t>(p % 7)});
+  }
+  EXPECT_LE(static_cast<double>(t.memory_bytes()) / static_cast<double>(pages), 7.5);
   HeatTable r({.granularity = Granularity::kRegion});
   r.track({kBase, kBase + pages * kPageSize}, 0, kSec);
   EXPECT_EQ(r.region_count(), 1U);
   EXPECT_LT(r.memory_bytes(), 1024U);
+}
+
+// A PagePack gives back what it was given, bit for bit, whatever the states: last
+// accesses that span more than its 2-byte window, more than 256 distinct moves, nodes
+// and flags, and back to alike.
+TEST(PagePack, GivesBackEveryStateExactly) {
+  std::mt19937_64 rng(7);
+  const HeatState start{.heat = 1.5F, .last_access = 100000, .node = 0, .flags = 1};
+  PagePack pack(start);
+  std::vector<HeatState> want(PagePack::kPages, start);
+  EXPECT_TRUE(pack.alike());
+  const std::uint64_t narrow = pack.memory_bytes();
+  EXPECT_LE(narrow, PagePack::kPages * 7 + 128);
+  const auto check = [&](const char* when) {
+    for (std::size_t i = 0; i < PagePack::kPages; ++i) {
+      const HeatState got = pack.get(i);
+      ASSERT_EQ(got, want[i]) << when << ", page " << i;
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(got.heat), std::bit_cast<std::uint32_t>(want[i].heat));
+    }
+  };
+  const auto set = [&](std::size_t i, const HeatState& s) {
+    want[i] = s;
+    pack.set(i, s);
+  };
+  // Narrow: accesses within the window (also before the first), a few distinct moves.
+  for (int k = 0; k < 4000; ++k) {
+    const std::size_t i = rng() % PagePack::kPages;
+    set(i, HeatState{.heat = static_cast<float>(rng() % 1000) / 7.0F,
+                     .last_access = 100000 - 30000 + static_cast<std::uint32_t>(rng() % 60000),
+                     .last_moved = static_cast<std::uint32_t>(rng() % 5) * 1000,
+                     .node = static_cast<std::int16_t>(static_cast<int>(rng() % 3) - 1),
+                     .flags = static_cast<std::uint16_t>(1 | ((rng() % 4) << 1))});
+  }
+  check("narrow");
+  EXPECT_FALSE(pack.alike());
+  EXPECT_LT(pack.memory_bytes(), sizeof(PagePack) + 1024) << "no wide column yet";
+  // Wide: an access 2 hours after the others, and a distinct move on every page.
+  set(3, HeatState{.heat = 2.0F, .last_access = 100000 + 72000, .flags = 1});
+  for (std::size_t i = 0; i < PagePack::kPages; ++i) {
+    HeatState s = want[i];
+    s.last_moved = 5000 + static_cast<std::uint32_t>(i);
+    set(i, s);
+  }
+  check("wide");
+  EXPECT_GT(pack.memory_bytes(), narrow);
+  // All alike again, and the untracked counted.
+  const HeatState end{.heat = 0.25F, .last_access = 7, .last_moved = 3, .node = 1, .flags = 9};
+  for (std::size_t i = 0; i < PagePack::kPages; ++i) set(i, i < 10 ? HeatState{} : end);
+  check("untracked");
+  EXPECT_EQ(pack.tracked_pages(), PagePack::kPages - 10);
+  EXPECT_FALSE(pack.alike());
+  for (std::size_t i = 0; i < 10; ++i) set(i, end);
+  check("alike");
+  EXPECT_TRUE(pack.alike());
+}
+
+// Bytes per node are counted as the states change (no walk): after any mix of tracking,
+// samples, reports, reads and moves they are what a walk of every unit counts.
+TEST(Heat, BytesPerNodeAreKeptAsAWalkCountsThem) {
+  std::mt19937_64 rng(33);
+  HeatTable t({.region_touch_share = 0.5});
+  const std::uint64_t span = 16 * kHugePageSize;
+  const auto range = [&] {
+    const std::uint64_t a = kBase + (rng() % (span / kPageSize)) * kPageSize;
+    const std::uint64_t n = 1 + rng() % (rng() % 2 == 0 ? 8 : 3 * kPagesPerChunk);
+    return AddrRange{a, a + n * kPageSize};
+  };
+  for (int k = 0; k < 3000; ++k) {
+    const TimeNs now = kSec + k * kSec / 10;
+    const int node = static_cast<int>(rng() % 3) - 1;
+    switch (rng() % 7) {
+      case 0:
+        t.track(range(), node, now);
+        break;
+      case 1:
+        t.untrack(range());
+        break;
+      case 2:
+        t.set_node(range(), node);
+        break;
+      case 3:
+        t.mark_moved(range(), std::max(node, 0), now, rng() % 2 == 0);
+        break;
+      case 4:
+        t.add(RegionAccess{.range = range(), .nr_accesses = 3, .max_nr_accesses = 4, .time = now});
+        break;
+      default:
+        t.add(AccessSample{.addr = range().start, .time = now, .weight = 1});
+    }
+    std::map<int, std::uint64_t> walked;
+    std::uint64_t walked_unknown = 0;
+    t.for_each_run(now, [&](const HeatUnit& u, std::uint64_t n) {
+      (u.node >= 0 ? walked[u.node] : walked_unknown) += n * u.range.bytes();
+    });
+    std::uint64_t unknown = 0;
+    ASSERT_EQ(t.bytes_per_node(&unknown), walked) << "after operation " << k;
+    ASSERT_EQ(unknown, walked_unknown) << "after operation " << k;
+    ASSERT_EQ(
+        t.tracked_bytes(), unknown + [&] {
+          std::uint64_t b = 0;
+          for (const auto& [n, bytes] : walked) b += bytes;
+          return b;
+        }());
+  }
 }
 
 TEST(Heat, HugeChunkIsOneUnitWithItsHottestPage) {
@@ -145,14 +261,14 @@ TEST(Heat, ChunkOfAlikePagesIsOneStateUntilEvidenceTellsThemApart) {
   // A sample: that chunk a state per page, the others one state each.
   const std::uint64_t hit = kBase + kHugePageSize + 5 * kPageSize;
   t.add(AccessSample{.addr = hit, .time = 2 * kSec, .weight = 3});
-  EXPECT_GE(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
-  EXPECT_LT(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState) + chunks * 128);
+  EXPECT_GE(t.memory_bytes(), sizeof(PagePack));
+  EXPECT_LT(t.memory_bytes(), sizeof(PagePack) + chunks * 128);
   EXPECT_GT(t.at(hit, 2 * kSec)->heat, 0.0F);
   EXPECT_EQ(t.at(hit + kPageSize, 2 * kSec)->heat, 0.0F);
   EXPECT_EQ(t.tracked_bytes(), chunks * kHugePageSize);
   // Moved whole: still a state per page (one page's heat differs).
   t.mark_moved({kBase + kHugePageSize, kBase + 2 * kHugePageSize}, 1, 3 * kSec, true);
-  EXPECT_GE(t.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
+  EXPECT_GE(t.memory_bytes(), sizeof(PagePack));
   EXPECT_EQ(t.at(hit + kPageSize, 3 * kSec)->node, 1);
   // Untracked whole: the chunk goes, and its pages' array with it.
   t.untrack({kBase + kHugePageSize, kBase + 2 * kHugePageSize});
@@ -165,7 +281,7 @@ TEST(Heat, ChunkOfAlikePagesIsOneStateUntilEvidenceTellsThemApart) {
   for (std::uint64_t p = 0; p < kPagesPerChunk; ++p) {
     alike.add(AccessSample{.addr = kBase + p * kPageSize, .time = 2 * kSec, .weight = 1});
   }
-  EXPECT_GE(alike.memory_bytes(), kPagesPerChunk * sizeof(HeatState));
+  EXPECT_GE(alike.memory_bytes(), sizeof(PagePack));
   alike.mark_moved({kBase, kBase + kHugePageSize}, 1, 3 * kSec, true);
   EXPECT_LT(alike.memory_bytes(), 1024U);
   EXPECT_GT(alike.at(kBase + 9 * kPageSize, 3 * kSec)->heat, 0.0F);
@@ -222,6 +338,38 @@ TEST(Heat, RunsAreAChunkOfAlikePagesAtOnceAndEveryOtherUnitAlone) {
   EXPECT_GT(units[kPagesPerChunk + 7].heat, 0.0F);
   EXPECT_EQ(units[kPagesPerChunk - 1].range,
             (AddrRange{kBase + kHugePageSize - kPageSize, kBase + kHugePageSize}));
+}
+
+// Memory with no page-level evidence costs a walk one call per stretch of chunks in one
+// state, not one per chunk: a cold pool located and left alone is one run.
+TEST(Heat, ConsecutiveChunksInTheSameStateAreOneRun) {
+  HeatTable t;
+  t.track({kBase, kBase + 8 * kHugePageSize}, 1, kSec);
+  t.set_node({kBase + 3 * kHugePageSize, kBase + 5 * kHugePageSize}, 0);
+  const auto runs = [&] {
+    std::vector<std::pair<AddrRange, std::uint64_t>> out;
+    t.for_each_run(2 * kSec,
+                   [&](const HeatUnit& u, std::uint64_t n) { out.emplace_back(u.range, n); });
+    return out;
+  };
+  const auto at = [](std::uint64_t chunk) { return kBase + chunk * kHugePageSize; };
+  using Runs = std::vector<std::pair<AddrRange, std::uint64_t>>;
+  EXPECT_EQ(runs(), (Runs{{{at(0), at(0) + kPageSize}, 3 * kPagesPerChunk},
+                          {{at(3), at(3) + kPageSize}, 2 * kPagesPerChunk},
+                          {{at(5), at(5) + kPageSize}, 3 * kPagesPerChunk}}));
+  // A huge chunk, and a chunk moved at another time, end a run.
+  t.set_huge(at(6), true);
+  t.mark_moved({at(1), at(2)}, 1, 2 * kSec);
+  EXPECT_EQ(runs(), (Runs{{{at(0), at(0) + kPageSize}, kPagesPerChunk},
+                          {{at(1), at(1) + kPageSize}, kPagesPerChunk},
+                          {{at(2), at(2) + kPageSize}, kPagesPerChunk},
+                          {{at(3), at(3) + kPageSize}, 2 * kPagesPerChunk},
+                          {{at(5), at(5) + kPageSize}, kPagesPerChunk},
+                          {{at(6), at(7)}, 1},
+                          {{at(7), at(7) + kPageSize}, kPagesPerChunk}}));
+  std::uint64_t units = 0;
+  t.for_each_unit(2 * kSec, [&](const HeatUnit&) { ++units; });
+  EXPECT_EQ(units, 7 * kPagesPerChunk + 1);
 }
 
 TEST(Heat, HugeBlocksFromTheResidencyReaderReplaceTheFlags) {

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "policy/budget.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/planner.hpp"
 #include "policy/rules.hpp"
 
@@ -480,7 +481,7 @@ TEST(Planner, RunsOfAlikePagesPlanAsThePagesOneByOne) {
     for (std::uint64_t c = 0; spread && c < 4; ++c) {
       t.set_node(pages(c * kPagesPerChunk, 1), c == 3 ? 1 : 0);
     }
-    EXPECT_EQ(t.memory_bytes() > 4 * kPagesPerChunk * sizeof(HeatState), spread);
+    EXPECT_EQ(t.memory_bytes() > 4 * sizeof(PagePack), spread);
     f.snap.targets[0].pinned = pinned;
     return f.run(700 * kPageSize);
   };

@@ -57,7 +57,7 @@ struct Fixture {
     std::string error;
     PageMap m = update_residency(reader, t, kNow, check, turn, kernel_moved, &error, count);
     EXPECT_TRUE(error.empty()) << error;
-    t.bytes_per_node = table_bytes_per_node(*t.heat, kNow, &t.not_present_bytes);
+    t.bytes_per_node = t.heat->bytes_per_node(&t.not_present_bytes);
     return m;
   }
 };
