@@ -11,7 +11,18 @@ for tool in inotifywait jq; do
 done
 tmp=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT
+reloader=
+# The reloader runs in a session of its own: killing its shell alone would leave its
+# pipeline (inotifywait and the loop's subshell) running after the test.
+cleanup() {
+  local rc=$?
+  kill "${pids[@]}" 2>/dev/null || true
+  [[ -z $reloader ]] || kill -- "-$reloader" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
 fail() { echo "FAIL: $*"; echo "--- kvtierd"; cat "$tmp/kvtierd.log"; echo "--- reloader"; cat "$tmp/reloader.log"; exit 1; }
 wait_log() {  # FILE PATTERN COUNT: until PATTERN appears COUNT times (30 s)
   for _ in $(seq 150); do
@@ -38,8 +49,8 @@ kvtierd=$!
 for _ in $(seq 150); do [[ -S $sock ]] && break; sleep 0.2; done
 [[ -S $sock ]] || fail "no control socket"
 KVTIER_SOCKET=$sock KVTIERCTL=$build/agent/kvtierctl \
-  "$src/deploy/kubernetes/kvtier-config-reloader" "$tmp/etc" >"$tmp/reloader.log" 2>&1 &
-pids+=($!)
+  setsid "$src/deploy/kubernetes/kvtier-config-reloader" "$tmp/etc" >"$tmp/reloader.log" 2>&1 &
+reloader=$!
 wait_log "$tmp/reloader.log" "watching" 1 || fail "the reloader did not start"
 sleep 0.5  # inotifywait sets its watch right after the line above
 
