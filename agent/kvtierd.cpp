@@ -380,8 +380,7 @@ Result<agent::DaemonSettings> reload_config(const Options& opt, const agent::Hos
   }
   controller.apply_config(std::move(*next), agent::monotonic_now());
   if (sources) {
-    controller.replace_sources(std::move(*sources));
-    controller.set_refused_sources(std::move(refused));
+    controller.replace_sources(std::move(*sources), std::move(refused));
   }
   return next_settings;
 }
@@ -487,7 +486,7 @@ int run(int argc, char** argv) {
       std::make_shared<agent::Controller>(std::move(*cc), std::move(*deps), agent::monotonic_now());
   if (!daemon_cfg.record.empty()) {
     // A recording that cannot start (the file exists) is logged; the daemon runs without it.
-    if (auto ok = controller->start_recording(
+    if (auto ok = controller->recorder().start(
             daemon_cfg.record,
             agent::RecordingLimits{.max_bytes = daemon_cfg.record_max_bytes,
                                    .max_duration = daemon_cfg.record_max_duration},

@@ -19,5 +19,7 @@ target_link_libraries(host_bench PRIVATE agent_host benchmark::benchmark kvtier_
 # The whole control-loop step at 16 GiB to 4 TiB of tracked memory, synthetic, and one real
 # run on this host (bench/scale.sh, docs/benchmarks.md#scale).
 find_package(CLI11 REQUIRED)
-add_executable(kvtier_scale_bench ${CMAKE_CURRENT_SOURCE_DIR}/scale_bench.cpp)
+add_executable(kvtier_scale_bench
+  ${CMAKE_CURRENT_SOURCE_DIR}/scale_bench.cpp ${CMAKE_CURRENT_SOURCE_DIR}/scale_measure.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/scale_synthetic.cpp ${CMAKE_CURRENT_SOURCE_DIR}/scale_real.cpp)
 target_link_libraries(kvtier_scale_bench PRIVATE agent_loop CLI11::CLI11 kvtier_warnings)

@@ -123,12 +123,11 @@ struct Chosen {
   std::uint32_t last_access = 0;
 };
 
-// What the room pass may take a candidate for.
-enum class Kind : std::uint8_t { kCold, kCooling, kWarm };
+// A demotion candidate of the room pass and the cold-age pass, with its rule
+// (kCold, kCooling or kWarm): what either pass may take it for.
 struct Ranked {
   Cand c;
-  Kind kind;
-  std::size_t cold_index;  // into the group's cold list (kCold only)
+  Rule rule;
 };
 
 struct GroupWork {
@@ -140,8 +139,8 @@ struct GroupWork {
   Smallest cooling;  // kCooling: for DRAM headroom
   Smallest warm;     // kWarm: for the group's own limits (dram_limit, keep_free)
   Smallest hot;      // kAccessedOnSlow
-  // The room pass's candidates, coldest first, and which of them moved: what
-  // stayed is the plan's spare (plan()'s `spare`).
+  // The demotion candidates of the room and cold-age passes, coldest first, and
+  // which of them moved: what stayed is the plan's spare (plan()'s `spare`).
   std::vector<Ranked> order;
   std::vector<bool> order_taken;
   std::size_t exchange_from = 0;  // order[..exchange_from) holds no exchangeable unit left
@@ -181,23 +180,17 @@ class Planner {
       add_demand(hot[g->index]);
     }
     // A DRAM node that has to make room in this plan (short of its headroom plus
-    // what waits) is under pressure: GroupRules::hold_released then lets the
-    // cold-age pass take what the rules hold back.
+    // what waits) is under pressure: the rules' second step (cold_age_round) is
+    // told so.
     for (std::size_t id = 0; id < nodes_.size(); ++id) {
       nodes_[id].pressed = short_of_headroom(static_cast<int>(id)) > 0;
     }
-    std::vector<std::vector<Cand>> cold(groups_.size());
-    std::vector<std::vector<bool>> cold_taken(groups_.size());
-    for (GroupWork* g : up) {
-      cold[g->index] = std::move(g->cold).sorted();
-      cold_taken[g->index].assign(cold[g->index].size(), false);
-      room(*g, cold[g->index], cold_taken[g->index]);
-    }
+    for (GroupWork* g : up) room(*g, std::move(g->cold).sorted());
     headroom_notes();
     for (GroupWork* g : down) promote(*g, hot[g->index]);
-    for (GroupWork* g : up) cold_age(*g, cold[g->index], cold_taken[g->index]);
+    for (GroupWork* g : up) cold_age(*g);
     if (spare != nullptr) {
-      for (GroupWork* g : up) add_spare(*g, cold_taken[g->index], *spare);
+      for (GroupWork* g : up) add_spare(*g, *spare);
     }
     return finish();
   }
@@ -244,11 +237,7 @@ class Planner {
       add_demand(hot[g->index]);
     }
     // An exchange: the spare's coldest make room for what waits, as in run().
-    for (GroupWork* g : up) {
-      const std::vector<Cand> cold = std::move(g->cold).sorted();
-      std::vector<bool> taken(cold.size(), false);
-      room(*g, cold, taken);
-    }
+    for (GroupWork* g : up) room(*g, std::move(g->cold).sorted());
     for (GroupWork* g : down) promote(*g, hot[g->index]);
     return finish();
   }
@@ -444,7 +433,7 @@ class Planner {
   // keep_free (any unit idle for less than demote_heat allows, warm ones too), and
   // every fast node's DRAM headroom (units idle for cold_age at least: cold and
   // cooling ones).
-  void room(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& cold_taken) {
+  void room(GroupWork& g, const std::vector<Cand>& cold) {
     const GroupPolicy& pol = g.cfg->policy;
     std::uint64_t over =
         pol.dram_limit && g.dram_use > *pol.dram_limit ? g.dram_use - *pol.dram_limit : 0;
@@ -458,7 +447,7 @@ class Planner {
       const Ranked& r = g.order[i];
       const Cand& c = r.c;
       const bool limits = over > 0 || short_keep(c.node()) > 0;
-      const bool headroom = r.kind != Kind::kWarm && short_of_headroom(c.node()) > 0;
+      const bool headroom = r.rule != Rule::kWarm && short_of_headroom(c.node()) > 0;
       if (!limits && !headroom) continue;
       const Why why = over > 0 ? Why::kDramLimit : limits ? Why::kKeepFree : Why::kHeadroom;
       if (!take(c, g.rules.demotion_dest(c.node()), why, true)) {
@@ -466,7 +455,6 @@ class Planner {
         continue;
       }
       g.order_taken[i] = true;
-      if (r.kind == Kind::kCold) cold_taken[r.cold_index] = true;
       over -= std::min(over, c.bytes());
       g.dram_use -= c.bytes();
     }
@@ -482,17 +470,17 @@ class Planner {
   std::vector<Ranked> ranked(GroupWork& g, const std::vector<Cand>& cold) {
     std::vector<Ranked> out;
     out.reserve(cold.size());
-    for (std::size_t i = 0; i < cold.size(); ++i) out.push_back({cold[i], Kind::kCold, i});
-    for (const Cand& c : std::move(g.cooling).sorted()) out.push_back({c, Kind::kCooling, 0});
+    for (const Cand& c : cold) out.push_back({c, Rule::kCold});
+    for (const Cand& c : std::move(g.cooling).sorted()) out.push_back({c, Rule::kCooling});
     // Warm: all of them under dram_limit/keep_free, in one coldest-first order with
     // the rest; else only the exchangeable ones, after every cold and cooling one.
     const bool mixed = g.rules.watermark();
     if (mixed) {
-      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Kind::kWarm, 0});
+      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Rule::kWarm});
     }
     std::ranges::stable_sort(out, [](const Ranked& a, const Ranked& b) { return a.c < b.c; });
     if (!mixed) {
-      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Kind::kWarm, 0});
+      for (const Cand& c : std::move(g.warm).sorted()) out.push_back({c, Rule::kWarm});
     }
     return out;
   }
@@ -577,7 +565,7 @@ class Planner {
     std::vector<std::size_t> pick;
     auto gone = [&](std::size_t i) {
       const Ranked& r = g.order[i];
-      return r.kind != Kind::kWarm || g.order_taken[i] ||
+      return r.rule != Rule::kWarm || g.order_taken[i] ||
              !g.rules.exchangeable(key_access(r.c.key));
     };
     if (auto it = g.exchange_short.find(to); it != g.exchange_short.end() && deficit > it->second) {
@@ -606,35 +594,32 @@ class Planner {
     return dst->free >= want;
   }
 
-  void cold_age(GroupWork& g, const std::vector<Cand>& cold, std::vector<bool>& taken) {
-    for (std::size_t i = 0; i < cold.size() && !budget_out_; ++i) {
-      if (!taken[i]) {
-        taken[i] = take(cold[i], g.rules.demotion_dest(cold[i].node()), Why::kColdAge, true);
+  // The cold-age pass: what the room pass left that the rules demote now
+  // (GroupRules::cold_age_round, told whether the unit's node is under
+  // pressure), round by round, each in rank order.
+  void cold_age(GroupWork& g) {
+    for (int round = 0; round < GroupRules::kColdAgeRounds; ++round) {
+      for (std::size_t i = 0; i < g.order.size() && !budget_out_; ++i) {
+        const Ranked& r = g.order[i];
+        if (g.order_taken[i]) continue;
+        const Node* n = node(r.c.node());
+        if (g.rules.cold_age_round(r.rule, key_access(r.c.key),
+                                   s_.targets[r.c.target].dram_reads_unseen,
+                                   n != nullptr && n->pressed) != round) {
+          continue;
+        }
+        g.order_taken[i] = take(r.c, g.rules.demotion_dest(r.c.node()), Why::kColdAge, true);
       }
-    }
-    // Then the cooling units the rules' hold on unseen DRAM reads releases
-    // (GroupRules::hold_released), in rank order.
-    for (std::size_t i = 0; i < g.order.size() && !budget_out_; ++i) {
-      const Ranked& r = g.order[i];
-      if (r.kind != Kind::kCooling || g.order_taken[i]) continue;
-      const Node* n = node(r.c.node());
-      if (!g.rules.hold_released(key_access(r.c.key), s_.targets[r.c.target].dram_reads_unseen,
-                                 n != nullptr && n->pressed)) {
-        continue;
-      }
-      g.order_taken[i] = take(r.c, g.rules.demotion_dest(r.c.node()), Why::kColdAge, true);
     }
   }
 
   // What the room and cold-age passes left in DRAM that either could take (cold
   // and cooling units, coldest first): the fast path's exchanges between steps.
-  void add_spare(const GroupWork& g, const std::vector<bool>& cold_taken,
-                 std::vector<SpareUnit>& out) const {
+  void add_spare(const GroupWork& g, std::vector<SpareUnit>& out) const {
     for (std::size_t i = 0; i < g.order.size(); ++i) {
       const Ranked& r = g.order[i];
       if (g.order_taken[i]) continue;
-      if (r.kind == Kind::kWarm && !g.rules.exchangeable(key_access(r.c.key))) continue;
-      if (r.kind == Kind::kCold && cold_taken[r.cold_index]) continue;
+      if (r.rule == Rule::kWarm && !g.rules.exchangeable(key_access(r.c.key))) continue;
       out.push_back(
           SpareUnit{.pid = s_.targets[r.c.target].pid, .addr = r.c.start(), .node = r.c.node()});
     }

@@ -13,7 +13,9 @@
 //      When only room is missing, an exchange makes it: the group's warm units
 //      idle for half the cold age or more go down, coldest first.
 //   3. Cold-age demotion: ranges idle for cold_age or more go to the demotion
-//      node, coldest first (lowest priority group first).
+//      node, coldest first (lowest priority group first), in the rounds the
+//      rules give (GroupRules::cold_age_round): the cold ones, then the cooling
+//      ones a node under pressure takes from the hold on unseen reads.
 // What passes 1 and 3 could have taken and left is the plan's spare: between
 // steps, plan_promotions() exchanges it for what waits on a slow node.
 // Nothing hotter than demote_heat is demoted and promote_heat > demote_heat

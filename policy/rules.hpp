@@ -107,6 +107,20 @@ class GroupRules {
   [[nodiscard]] bool hold_released(std::uint32_t last_access, bool unseen, bool pressed) const {
     return unseen && pressed && now_tick_ - std::min(now_tick_, last_access) >= effective_ticks_;
   }
+  // The second step of the rules for a demotion candidate, once the plan knows
+  // whether the unit's node is under pressure (`pressed`: short of its headroom
+  // plus what waits for promotion, which the planner learns only after every
+  // unit is classified): in which round of the cold-age pass it goes, or none.
+  // The pass takes round 0, then round 1, each in rank order (coldest first):
+  // cold units in round 0, cooling units the hold on unseen reads lets go
+  // (hold_released) in round 1, after every cold one; the rest stay.
+  static constexpr int kColdAgeRounds = 2;
+  [[nodiscard]] std::optional<int> cold_age_round(Rule rule, std::uint32_t last_access, bool unseen,
+                                                  bool pressed) const {
+    if (rule == Rule::kCold) return 0;
+    if (rule == Rule::kCooling && hold_released(last_access, unseen, pressed)) return 1;
+    return std::nullopt;
+  }
   // The idle time from which the cold-age pass demoted a unit idle for `idle`:
   // cold_after(true) for a target whose DRAM reads go unseen, unless the unit
   // went before that (hold_released).

@@ -89,17 +89,17 @@ void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& 
               .max_bytes = static_cast<std::uint64_t>(*max_bytes),
               .max_duration = static_cast<TimeNs>(*max_seconds) * 1'000'000'000ULL};
           if (auto ok =
-                  controller->start_recording(args["path"].get<std::string>(), limits, clock());
+                  controller->recorder().start(args["path"].get<std::string>(), limits, clock());
               !ok) {
             return std::unexpected(ok.error());
           }
           *cpu_at_start = process_cpu_now();
         } else if (action == "stop") {
-          controller->stop_recording();
+          controller->recorder().stop();
         } else if (action != "status") {
           return fail("record: action must be start, stop or status, not '" + action + "'");
         }
-        return recording_json(controller->recording(), *cpu_at_start);
+        return recording_json(controller->recorder().writer(), *cpu_at_start);
       });
 }
 

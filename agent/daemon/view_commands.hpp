@@ -18,7 +18,7 @@ void register_view_commands(Daemon& daemon, const std::shared_ptr<const Controll
 namespace kvtier::agent {
 
 // `record` (args: action "start" with path, max_bytes, max_seconds; "stop";
-// "status"): the loop's recording (Controller::start_recording). The reply
+// "status"): the loop's recording (Recorder::start). The reply
 // says the file, its size, records, and the recording's CPU time against the
 // daemon's since the recording started.
 void register_record_command(Daemon& daemon, const std::shared_ptr<Controller>& controller,

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <expected>
-#include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,10 +15,12 @@
 #include "agent/host/clock.hpp"
 #include "agent/host/self_memory.hpp"
 #include "agent/host/topology_reader.hpp"
+#include "agent/loop/feedback.hpp"
 #include "agent/loop/ingest.hpp"
 #include "agent/loop/kernel_refusals.hpp"
 #include "agent/loop/loop_state.hpp"
 #include "agent/loop/pinned_tracker.hpp"
+#include "agent/loop/recorder.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/target_set.hpp"
 #include "agent/loop/topology_watch.hpp"
@@ -78,6 +79,20 @@ void export_cpu(LoopState& s, const ReturnWatch* w, Telemetry& telemetry) {
   telemetry.set("process_cpu_seconds_total", {}, process_cpu_seconds());
 }
 
+// The record phase: one heatmap row per target, the end of the feedback's step,
+// the gauges, the recording's flush.
+void record_phase(LoopState& s, Feedback& feedback, Recorder& recorder, TimeNs now,
+                  Telemetry& telemetry) {
+  for (auto& [pid, t] : s.targets.all()) {
+    t.history.push_back(bin_heat(t, kHistoryBins, now));
+    while (t.history.size() > kHistorySteps) t.history.pop_front();
+  }
+  feedback.end_step(now, telemetry);
+  telemetry.set_hot_bytes(hot_bytes_per_node(s, now));
+  export_pinned(s.targets, s.config.config.groups, now, telemetry);
+  recorder.flush();
+}
+
 }  // namespace
 
 Controller::Controller(policy::CompiledConfig config, ControllerDeps deps, TimeNs now)
@@ -131,8 +146,10 @@ void Controller::on_process_events(std::span<const ProcEvent> events) {
   if (auto ok = ingest_.start(true); !ok) spdlog::warn("{}", ok.error().message);
 }
 
-void Controller::replace_sources(std::vector<LoopSource> sources) {
+void Controller::replace_sources(std::vector<LoopSource> sources,
+                                 std::vector<SourceRefusal> refused) {
   ingest_.replace(std::move(sources));
+  state_.refused_sources = std::move(refused);
   targets_changed_ |= state_.targets.rematch(
       state_.config, [this](std::size_t g) { return ingest_.heat_params(g); });
   targets_changed_ = true;  // the new sources hear of the targets at the next step
@@ -173,16 +190,18 @@ Result<void> Controller::run_step(const StepContext& ctx, Telemetry& telemetry, 
   if (!found) return found;
   ingest_.collect(ctx.now, telemetry);
   clock.charge(LoopPhase::kSources);
-  residency_.read(ctx.now, telemetry, active_watch());
+  residency_.read(ctx.now, telemetry, ingest_.active_watch());
   clock.charge(LoopPhase::kResidency);
-  plan(ctx.now, telemetry);
+  plan_.plan(ctx.now, telemetry);
   clock.charge(LoopPhase::kPlan);
-  if (may_move(deps_, state_, ctx)) {
-    dispatcher_.dispatch(*deps_.mover, state_.last_plan.moves, ctx.now, telemetry, active_watch());
+  Mover* mover = may_move(deps_, state_, ctx) ? deps_.mover.get() : nullptr;
+  if (mover != nullptr) {
+    dispatcher_.dispatch(*mover, state_.last_plan.moves, ctx.now, telemetry,
+                         ingest_.active_watch());
   }
-  promote_groups(ctx.now, telemetry, may_move(deps_, state_, ctx));
+  groups_.promote(ctx.now, telemetry, mover, ingest_.active_watch());
   clock.charge(LoopPhase::kMove);
-  record(ctx.now, telemetry);
+  record_phase(state_, feedback_, recorder_, ctx.now, telemetry);
   clock.charge(LoopPhase::kRecord);
   // The sources may have started (or stopped) in this step.
   tiering_.sync(ingest_.return_watch() != nullptr);
@@ -231,6 +250,10 @@ Result<void> Controller::promote_step(const StepContext& ctx, Telemetry& telemet
   return ok;
 }
 
+// When the last plan's spare list ran out while pages accessed on a slow node
+// wait for room (a burst of them), the tick plans again, as a step would, rather
+// than leave them there until the next step: since that plan, more DRAM pages may
+// have become idle long enough to give way.
 Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& telemetry,
                                           PhaseClock& clock) {
   const TimeNs now = ctx.now;
@@ -242,7 +265,7 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   clock.charge(LoopPhase::kDiscover);
   if (!topo) return topo;
   recorder_.rec(now, [&] { return RecTopology{.topology = state_.topology}; });
-  const policy::Snapshot snap = snapshot(now);
+  const policy::Snapshot snap = plan_.snapshot(now);
   const std::vector<policy::PromotionCandidate> cands = tick_.candidates(snap, now, telemetry);
   clock.charge(LoopPhase::kResidency);
   if (cands.empty()) return {};
@@ -250,18 +273,15 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   const Plan p = policy::plan_promotions(snap, cands, tick_.spare_units(snap, cands, now, &spent));
   recorder_.rec(now, [&] { return RecPlan{.plan = p}; });
   clock.charge(LoopPhase::kPlan);
-  dispatcher_.dispatch(*deps_.mover, p.moves, now, telemetry, active_watch());
-  promote_groups(now, telemetry, true);
+  ReturnWatch* const watch = ingest_.active_watch();
+  dispatcher_.dispatch(*deps_.mover, p.moves, now, telemetry, watch);
+  groups_.promote(now, telemetry, deps_.mover.get(), watch);
   clock.charge(LoopPhase::kMove);
-  // The last plan's spare list ran out while pages accessed on a slow node wait
-  // for room (a burst of them): plan again now, as a step would, rather than
-  // leave them there until the next step. Since that plan, more DRAM pages may
-  // have become idle long enough to give way.
   if (p.waiting_bytes > 0 && spent && std::exchange(state_.replan_when_spent, false)) {
     telemetry.add("kvtier_promotion_replans_total", {});
-    plan(now, telemetry);
+    plan_.plan(now, telemetry);
     clock.charge(LoopPhase::kPlan);
-    dispatcher_.dispatch(*deps_.mover, state_.last_plan.moves, now, telemetry, active_watch());
+    dispatcher_.dispatch(*deps_.mover, state_.last_plan.moves, now, telemetry, watch);
     clock.charge(LoopPhase::kMove);
   } else if (p.waiting_bytes > 0 && spent) {
     // No room left until the next step demotes: more wake-ups would only plan
@@ -272,63 +292,9 @@ Result<void> Controller::run_promote_step(const StepContext& ctx, Telemetry& tel
   return {};
 }
 
-policy::Snapshot Controller::snapshot(TimeNs now) {
-  bucket_.refill(now);
-  state_.budget_bytes = bucket_.available();
-  policy::Snapshot snap{.topology = &state_.topology,
-                        .groups = state_.config.config.groups,
-                        .limits = state_.config.config.limits,
-                        .now = now,
-                        .budget_bytes = state_.budget_bytes,
-                        .cold_age = state_.cold_ages(),
-                        .fault_path_promotions = state_.fault_path_promotions};
-  for (auto& [pid, t] : state_.targets.all()) {
-    snap.targets.push_back(policy::TargetView{.pid = pid,
-                                              .group = t.group,
-                                              .heat = t.heat.get(),
-                                              .dram_reads_unseen = state_.dram_reads_unseen(t),
-                                              .pinned = t.pinned.active()});
-  }
-  return snap;
-}
-
-void Controller::plan(TimeNs now, Telemetry& telemetry) {
-  const policy::Snapshot snap = snapshot(now);
-  for (auto& [pid, t] : state_.targets.all()) t.last_moves.clear();
-  state_.last_plan = policy::plan(snap, &state_.spare);
-  state_.replan_when_spent = !state_.spare.empty();
-  recorder_.rec(now, [&] { return RecPlan{.plan = state_.last_plan}; });
-  telemetry.record_plan(state_.last_plan);
-  for (const auto& m : state_.last_plan.moves) {
-    if (Target* t = state_.targets.find(m.pid)) t->last_moves.push_back(m);
-  }
-}
-
-ReturnWatch* Controller::active_watch() const {
-  return state_.fault_path_promotions ? nullptr : ingest_.return_watch();
-}
-
 int Controller::wake_fd() const {
-  const ReturnWatch* w = state_.wake_blocked ? nullptr : active_watch();
+  const ReturnWatch* w = state_.wake_blocked ? nullptr : ingest_.active_watch();
   return w != nullptr ? w->epoll_fd() : -1;
-}
-
-void Controller::record(TimeNs now, Telemetry& telemetry) {
-  for (auto& [pid, t] : state_.targets.all()) {
-    t.history.push_back(bin_heat(t, kHistoryBins, now));
-    while (t.history.size() > kHistorySteps) t.history.pop_front();
-  }
-  feedback_.end_step(now, telemetry);
-  telemetry.set_hot_bytes(hot_bytes_per_node(state_, now));
-  export_pinned(state_.targets, state_.config.config.groups, now, telemetry);
-  recorder_.flush();
-}
-
-Result<void> Controller::start_recording(const std::filesystem::path& path, RecordingLimits limits,
-                                         TimeNs now) {
-  RecStart start{.now = now, .sources = ingest_.kinds(), .mover = deps_.mover != nullptr};
-  if (deps_.mover) start.mover_name = std::string(deps_.mover->name());
-  return recorder_.start(path, limits, std::move(start), now);
 }
 
 }  // namespace kvtier::agent

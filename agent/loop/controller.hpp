@@ -4,10 +4,11 @@
 // Controller through the LoopState: discover (topology, targets, sources told
 // their pids, mappings tracked), sources (Ingest: what every source saw goes into
 // the targets' heat tables), residency (ResidencyPhase: where every tracked page
-// is, and which are huge), plan (policy::plan within the token bucket), move
-// (Dispatcher: the plan's moves to the mover, and their accounting) and record (a
-// heatmap row, the Feedback, the Recorder's flush). Between steps the promotion
-// tick (PromotionTick) promotes what was accessed on a slow node. The kernel's
+// is, and which are huge), plan (PlanPhase: policy::plan within the token
+// bucket), move (Dispatcher: the plan's moves to the mover, and their accounting;
+// then GroupPromoter's promotions by co-access group) and record (a heatmap row,
+// the Feedback, the Recorder's flush). Between steps the promotion tick
+// (PromotionTick) promotes what was accessed on a slow node. The kernel's
 // tiering knobs are TieringControl's. Every side effect sits behind an injected
 // piece (sources, mover, residency reader, HostPaths), so tests drive step() with
 // fakes and the guest tests drive it for real. What the loop knows is its
@@ -31,6 +32,7 @@
 #include "agent/loop/group_promoter.hpp"
 #include "agent/loop/ingest.hpp"
 #include "agent/loop/loop_state.hpp"
+#include "agent/loop/plan_phase.hpp"
 #include "agent/loop/promotion_tick.hpp"
 #include "agent/loop/recorder.hpp"
 #include "agent/loop/recording.hpp"
@@ -143,43 +145,25 @@ class Controller {
   // New hotness sources (a reload that changed [sources]): the running ones
   // stop now, the new ones start at the next step with the targets. Heat
   // stays unless its granularity changes (DAMON regions alone, or pages).
-  void replace_sources(std::vector<LoopSource> sources);
-  // A reload's probe of the sources: the ones the kernel refused now.
-  void set_refused_sources(std::vector<SourceRefusal> refused) {
-    state_.refused_sources = std::move(refused);
-  }
+  // `refused`: the reload's probe of the sources, the ones the kernel refused now.
+  void replace_sources(std::vector<LoopSource> sources, std::vector<SourceRefusal> refused = {});
   // Processes that started, exec'd or ended (the process watcher): targets
   // join and leave now, and the running sources are told at once.
   void on_process_events(std::span<const ProcEvent> events);
   // Detaches the sources (BPF programs, DAMON contexts). Idempotent.
   void shutdown();
 
-  // Records what every step sees from now on (recording.hpp) into a new file,
-  // until stop_recording() or a limit. One recording at a time.
-  Result<void> start_recording(const std::filesystem::path& path, RecordingLimits limits,
-                               TimeNs now);
-  // The recording running or the last one (closed: open() is false); null if none.
-  [[nodiscard]] const RecordingWriter* recording() const { return recorder_.writer(); }
-  void stop_recording() { recorder_.stop(); }
+  // The recording of what every step sees (recording.hpp): started, stopped and
+  // shown by the control socket's record command.
+  [[nodiscard]] Recorder& recorder() { return recorder_; }
 
   [[nodiscard]] const LoopState& state() const { return state_; }
 
  private:
   Result<void> run_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
   Result<void> run_promote_step(const StepContext& ctx, Telemetry& telemetry, PhaseClock& clock);
-  // The phases of step(), in order: discover, sources (ingest_.collect), residency
-  // (residency_.read), plan, move (dispatcher_.dispatch), record.
+  // The first phase of step(); the others are the parts' (run_step says the order).
   Result<void> discover(TimeNs now, Telemetry& telemetry);
-  void plan(TimeNs now, Telemetry& telemetry);
-  void record(TimeNs now, Telemetry& telemetry);
-  // Promotion by co-access group, after the step's or tick's moves (group_promoter.cpp).
-  void promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_now);
-  // What the planner sees now: the topology of the last read, every target's
-  // heat table, the budget, the groups' effective cold ages.
-  [[nodiscard]] policy::Snapshot snapshot(TimeNs now);
-  // The return watch, while kvtierd promotes at first touch itself: with the kernel
-  // promoting in the fault path, a wake-up would find the page promoted already.
-  [[nodiscard]] ReturnWatch* active_watch() const;
 
   // Each job of the loop is a part of its own (its file says what it does); the
   // Controller runs them in order and hands each phase's result to the next
@@ -187,14 +171,15 @@ class Controller {
   ControllerDeps deps_;
   LoopState state_;
   policy::TokenBucket bucket_;
-  Recorder recorder_;
+  Recorder recorder_{state_};
   Feedback feedback_{state_};
   Ingest ingest_;
   TieringControl tiering_;
   ResidencyPhase residency_;
+  PlanPhase plan_{state_, bucket_, recorder_};
   Dispatcher dispatcher_;
   PromotionTick tick_;
-  GroupPromoter groups_;
+  GroupPromoter groups_{{state_, plan_, dispatcher_, feedback_}};
   // apply_config() dropped targets: the sources must hear of it.
   bool targets_changed_ = false;
   // The topology as the last step read it: the promotion tick refreshes the

@@ -8,10 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include "agent/loop/controller.hpp"
+#include "agent/loop/dispatcher.hpp"
 #include "agent/loop/feedback.hpp"
 #include "agent/loop/loop_state.hpp"
+#include "agent/loop/plan_phase.hpp"
 #include "agent/loop/target_set.hpp"
+#include "agent/movers/mover.hpp"
+#include "agent/sources/return_watch.hpp"
 #include "agent/telemetry/telemetry.hpp"
 #include "policy/coaccess.hpp"
 #include "policy/heat.hpp"
@@ -78,22 +81,22 @@ void export_group_promotion(const GroupFeedback& f, const std::string& group,
   telemetry.set("kvtier_coaccess_groups", {{"group", group}}, d(f.groups_known));
 }
 
-// The groups triggered since the last call, promoted within the budget and the
-// room (never making room: no spare is exchanged for them), each but its
-// witness, which stays on the slow node to judge the trial; while the group's
-// hit rate is below group_hit_rate_min, or nothing may move, the trial runs in
-// the shadow. Runs after the step's or the tick's own moves.
-void Controller::promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_now) {
-  groups_.settle(state_, now);
-  const std::vector<GroupPromoter::Trigger> triggers = groups_.take_triggers();
+// Each group triggered is promoted within the budget and the room (never making
+// room: no spare is exchanged for them), each but its witness, which stays on
+// the slow node to judge the trial; while the group's hit rate is below
+// group_hit_rate_min, or nothing may move, the trial runs in the shadow.
+void GroupPromoter::promote(TimeNs now, Telemetry& telemetry, Mover* mover, ReturnWatch* watch) {
+  LoopState& s = p_.state;
+  settle(s, now);
+  const std::vector<Trigger> triggers = take_triggers();
   if (triggers.empty()) return;
-  const policy::NodeFacts facts(state_.topology);
+  const policy::NodeFacts facts(s.topology);
   for (const auto& trig : triggers) {
-    Target* t = state_.targets.find(trig.pid);
-    policy::CoAccessGroups* co = groups_.find(trig.pid);
-    if (t == nullptr || co == nullptr || t->group >= state_.feedback.size()) continue;
-    GroupFeedback& fb = state_.feedback[t->group];
-    policy::Snapshot snap = snapshot(now);
+    Target* t = s.targets.find(trig.pid);
+    policy::CoAccessGroups* co = find(trig.pid);
+    if (t == nullptr || co == nullptr || t->group >= s.feedback.size()) continue;
+    GroupFeedback& fb = s.feedback[t->group];
+    policy::Snapshot snap = p_.plan.snapshot(now);
     std::size_t index = 0;
     while (index < snap.targets.size() && snap.targets[index].pid != trig.pid) ++index;
     if (index == snap.targets.size()) continue;
@@ -105,23 +108,23 @@ void Controller::promote_groups(TimeNs now, Telemetry& telemetry, bool may_move_
         const auto u = t->heat->at(a, now);
         if (!u) break;
         a = u->range.end;
-        if (u->range.contains(witness) || !slow_for(state_, facts, t->group, u->node)) continue;
+        if (u->range.contains(witness) || !slow_for(s, facts, t->group, u->node)) continue;
         bytes += u->range.bytes();
         cands.push_back({.target = index, .unit = *u, .by_group = true});
       }
     }
     if (bytes == 0) continue;
     const TimeNs deadline = now + fb.tuner.effective();
-    if (!may_move_now || !fb.group_rate.on()) {
+    if (mover == nullptr || !fb.group_rate.on()) {
       co->start_trial(trig.id, bytes, deadline);
       ++fb.group_shadow_trials;
       continue;
     }
     const Plan p = policy::plan_promotions(snap, cands);
     const std::uint64_t before = fb.group_promoted_bytes;
-    feedback_.promoting_by_group(true);
-    dispatcher_.dispatch(*deps_.mover, p.moves, now, telemetry, active_watch());
-    feedback_.promoting_by_group(false);
+    p_.feedback.promoting_by_group(true);
+    p_.dispatcher.dispatch(*mover, p.moves, now, telemetry, watch);
+    p_.feedback.promoting_by_group(false);
     if (fb.group_promoted_bytes > before) {
       co->start_trial(trig.id, fb.group_promoted_bytes - before, deadline);
       ++fb.group_trials;

@@ -89,13 +89,6 @@ void Ingest::stop() {
   }
 }
 
-std::vector<SourceKind> Ingest::kinds() const {
-  std::vector<SourceKind> out;
-  out.reserve(sources_.size());
-  for (const auto& s : sources_) out.push_back(s.source->kind());
-  return out;
-}
-
 policy::HeatParams Ingest::heat_params(std::size_t group) const {
   // Region granularity only when every source reports regions (DAMON): page
   // evidence next to regions keeps its pages.
@@ -118,6 +111,10 @@ ReturnWatch* Ingest::return_watch() const {
     if (ReturnWatch* w = sources_[i].source->return_watch()) return w;
   }
   return nullptr;
+}
+
+ReturnWatch* Ingest::active_watch() const {
+  return s_.fault_path_promotions ? nullptr : return_watch();
 }
 
 Result<void> Ingest::tell_ranges() {

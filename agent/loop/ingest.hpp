@@ -47,7 +47,10 @@ class Ingest {
   [[nodiscard]] policy::HeatParams heat_params(std::size_t group) const;
   // The first started source's return watch, if any.
   [[nodiscard]] ReturnWatch* return_watch() const;
-  [[nodiscard]] std::vector<SourceKind> kinds() const;
+  // The return watch while kvtierd promotes at first touch itself: with the
+  // kernel promoting in the fault path (LoopState::fault_path_promotions), a
+  // wake-up would find the page promoted already, so none then.
+  [[nodiscard]] ReturnWatch* active_watch() const;
   // Where page-level touches on a slow node also go: the targets' co-access
   // groups (group_promoter.hpp); null: nowhere.
   void teach(GroupPromoter* groups) { groups_ = groups; }

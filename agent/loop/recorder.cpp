@@ -13,6 +13,7 @@
 #include "agent/host/host_paths.hpp"
 #include "agent/host/procfs.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/target_set.hpp"
 #include "policy/error.hpp"
@@ -21,7 +22,7 @@
 namespace kvtier::agent {
 
 Result<void> Recorder::start(const std::filesystem::path& path, RecordingLimits limits,
-                             RecStart start, TimeNs now) {
+                             TimeNs now) {
   if (open()) {
     return fail(
         fmt::format("a recording is running already ({}): stop it first", writer_->path().string()),
@@ -31,7 +32,9 @@ Result<void> Recorder::start(const std::filesystem::path& path, RecordingLimits 
   if (!w) return std::unexpected(w.error());
   writer_ = std::move(*w);
   recorded_targets_.clear();
-  write(std::move(start), now);
+  RecStart start{.now = now, .mover = !s_.mover.empty(), .mover_name = s_.mover};
+  for (const SourceStatus& src : s_.sources) start.sources.push_back(src.kind);
+  write(start, now);
   spdlog::info("recording to {} (at most {} bytes, {} s)", path.string(), limits.max_bytes,
                limits.max_duration / 1'000'000'000);
   return {};

@@ -12,6 +12,7 @@
 
 #include "agent/host/host_paths.hpp"
 #include "agent/host/residency.hpp"
+#include "agent/loop/loop_state.hpp"
 #include "agent/loop/recording.hpp"
 #include "agent/loop/target_set.hpp"
 
@@ -19,9 +20,11 @@ namespace kvtier::agent {
 
 class Recorder {
  public:
-  // A new recording at `path`, opened with `start`. One at a time: EBUSY while one runs.
-  Result<void> start(const std::filesystem::path& path, RecordingLimits limits, RecStart start,
-                     TimeNs now);
+  // `state`: the loop's, whose sources and mover open each recording (RecStart).
+  explicit Recorder(const LoopState& state) : s_(state) {}
+  // Records what every step sees from now on into a new file at `path`, until
+  // stop() or a limit. One recording at a time: EBUSY while one runs.
+  Result<void> start(const std::filesystem::path& path, RecordingLimits limits, TimeNs now);
   // Closes the running recording, if any.
   void stop();
   [[nodiscard]] bool open() const { return writer_ && writer_->open(); }
@@ -42,6 +45,7 @@ class Recorder {
   void flush();
 
  private:
+  const LoopState& s_;
   std::unique_ptr<RecordingWriter> writer_;
   // What the recording has said of each target (its mappings and thread count), to
   // write changes only.

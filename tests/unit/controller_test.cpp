@@ -1406,7 +1406,13 @@ TEST(Controller, SourcesTheKernelRefusedAreInStatusAndTheMetric) {
                         "(another DAMON user); kvtierd runs with faults"));
   EXPECT_EQ(st["refused_sources"][0]["source"], "damon");
   EXPECT_EQ(loop.telemetry.value("kvtier_source_refused", {{"source", "damon"}}), 1.0);
-  loop.ctl->set_refused_sources({});  // a reload found DAMON free
+  // A reload found DAMON free: its sources come with no refusal.
+  auto next = std::make_unique<ScriptedSource>(SourceKind::kFault, hot_and_warm);
+  ScriptedSource* fresh = next.get();
+  std::vector<LoopSource> sources;
+  sources.push_back({.source = std::move(next), .reason = "reloaded"});
+  loop.ctl->replace_sources(std::move(sources), {});
+  loop.source = fresh;
   loop.step(kT0 + kSec);
   EXPECT_EQ(loop.describe(false)["refused_sources"], nlohmann::json::array());
   EXPECT_EQ(loop.telemetry.value("kvtier_source_refused", {{"source", "damon"}}), 0.0);
@@ -1493,13 +1499,13 @@ TEST(Controller, TheFaultPathPromotingLeavesTheReturnWatchAlone) {
 // Steps from t0 to t0 + 40 s with a promotion tick half-way between steps,
 // recorded into `file`.
 void record_run(Loop& loop, const std::filesystem::path& file) {
-  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{}, kT0));
+  ASSERT_TRUE(loop.ctl->recorder().start(file, RecordingLimits{}, kT0));
   for (TimeNs t = kT0; t <= kT0 + 40 * kSec; t += kSec) {
     loop.step(t);
     auto ok = loop.ctl->promote_step(StepContext{.now = t + kSec / 2}, loop.telemetry);
     ASSERT_TRUE(ok) << ok.error().message;
   }
-  loop.ctl->stop_recording();
+  loop.ctl->recorder().stop();
 }
 
 // The loop thread's CPU time goes to the phase that spent it, in steps and
@@ -1718,7 +1724,7 @@ TEST(Replay, TheRecordedConfigReplaysToTheRecordedPlansByteForByte) {
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
   record_run(loop, file);
   ASSERT_FALSE(HasFatalFailure());
-  ASSERT_FALSE(loop.ctl->recording()->open());
+  ASSERT_FALSE(loop.ctl->recorder().writer()->open());
   auto rec = read_recording(file);
   ASSERT_TRUE(rec) << rec.error().message;
   EXPECT_EQ(rec->note, "");
@@ -1933,9 +1939,9 @@ TEST(Replay, TheGuestsGroundTruthMatchesWhatKvsimMeasured) {
 TEST(Recording, ACutShortLastRecordIsDroppedAndSaid) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
-  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{}, kT0));
+  ASSERT_TRUE(loop.ctl->recorder().start(file, RecordingLimits{}, kT0));
   loop.steps_until(kT0 + 3 * kSec);
-  loop.ctl->stop_recording();
+  loop.ctl->recorder().stop();
   auto whole = read_recording(file);
   ASSERT_TRUE(whole) << whole.error().message;
   std::ifstream in(file, std::ios::binary);
@@ -2026,15 +2032,15 @@ TEST(Recording, ATargetKeepsItsThreadCountAndVersionTwoStillReads) {
 TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
-  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{.max_bytes = 64ULL * 1024}, kT0));
+  ASSERT_TRUE(loop.ctl->recorder().start(file, RecordingLimits{.max_bytes = 64ULL * 1024}, kT0));
   loop.steps_until(kT0 + 20 * kSec, kT0 + 10 * kSec);
-  const RecordingWriter* w = loop.ctl->recording();
+  const RecordingWriter* w = loop.ctl->recorder().writer();
   ASSERT_NE(w, nullptr);
   EXPECT_FALSE(w->open());
   EXPECT_THAT(w->stopped_because(), HasSubstr("max-bytes"));
   EXPECT_LE(std::filesystem::file_size(file), 64U * 1024);
   EXPECT_EQ(std::filesystem::file_size(file), w->bytes());
-  auto again = loop.ctl->start_recording(file, RecordingLimits{}, kT0 + 21 * kSec);
+  auto again = loop.ctl->recorder().start(file, RecordingLimits{}, kT0 + 21 * kSec);
   ASSERT_FALSE(again);
   EXPECT_THAT(again.error().message, HasSubstr("never overwrites"));
 }
@@ -2042,10 +2048,10 @@ TEST(Recording, StopsAtItsSizeLimitAndNeverOverwrites) {
 TEST(Recording, StopsAtItsTimeLimit) {
   Loop loop;
   const auto file = loop.host.paths().proc.parent_path() / "run.kvtrec";
-  ASSERT_TRUE(loop.ctl->start_recording(file, RecordingLimits{.max_duration = 5 * kSec}, kT0));
+  ASSERT_TRUE(loop.ctl->recorder().start(file, RecordingLimits{.max_duration = 5 * kSec}, kT0));
   loop.steps_until(kT0 + 10 * kSec);
-  EXPECT_FALSE(loop.ctl->recording()->open());
-  EXPECT_THAT(loop.ctl->recording()->stopped_because(), HasSubstr("max-seconds"));
+  EXPECT_FALSE(loop.ctl->recorder().writer()->open());
+  EXPECT_THAT(loop.ctl->recorder().writer()->stopped_because(), HasSubstr("max-seconds"));
   auto rec = read_recording(file);
   ASSERT_TRUE(rec) << rec.error().message;
   std::size_t steps = 0;

@@ -379,6 +379,29 @@ TEST(Planner, UnseenReadsWaitTwiceTheColdAgeUnlessRoomIsNeeded) {
   EXPECT_TRUE(held_went) << "the pages idle for 45 s went at the cold age";
 }
 
+// The hold's release comes in the cold-age pass's second round
+// (GroupRules::cold_age_round): when the budget runs out, every cold unit went
+// before any unit the hold let go, though these rank colder.
+TEST(Planner, HeldUnitsGoAfterEveryColdOneWhenTheBudgetRunsOut) {
+  Fixture f;
+  f.topo = dram_and_cxl((16ULL << 20) - kPageSize);  // a page short of min_free: pressed
+  f.snap.limits.min_free = 16ULL << 20;
+  f.snap.limits.dram_headroom = 0;
+  f.table(0, 100).track(pages(0, 4), 0, kNow - 45 * kSec);  // held: 30 s <= idle < 60 s
+  f.snap.targets[0].dram_reads_unseen = true;
+  f.table(0, 200).track(pages(100, 4), 0, kNow - 35 * kSec);  // seen reads: cold
+  const Plan p = f.run(5 * kPageSize);
+  ASSERT_EQ(p.moves.size(), 2U);
+  EXPECT_EQ(p.moves[0].pid, 100);
+  EXPECT_EQ(p.moves[0].range, pages(0, 1)) << "the room pass takes the coldest page";
+  EXPECT_EQ(p.moves[0].reason, MoveReason::kHeadroom);
+  EXPECT_EQ(p.moves[1].pid, 200);
+  EXPECT_EQ(p.moves[1].range, pages(100, 4)) << "round 0: the cold units";
+  EXPECT_EQ(p.moves[1].reason, MoveReason::kColdAge);
+  // With the budget for them, the held pages go too, in round 1.
+  EXPECT_EQ(bytes_with(f.run(8 * kPageSize), MoveReason::kColdAge), 7 * kPageSize);
+}
+
 // DRAM full, nothing idle for cold_age: pages idle for half the cold age or more
 // make room for what waits on the slow node (an exchange), coldest first; pages
 // idle for less stay, and without anything waiting no warm page moves.

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 namespace kvtier::policy {
@@ -158,6 +159,15 @@ TEST(Rules, TheHoldOnUnseenReadsIsReleasedOnlyUnderPressure) {
   EXPECT_EQ(rules.demoted_after(true, to_tick(60 * kSec)), rules.cold_after(true));
   EXPECT_EQ(rules.demoted_after(true, to_tick(40 * kSec)), rules.cold_after(false));
   EXPECT_EQ(rules.demoted_after(false, to_tick(90 * kSec)), rules.cold_after(false));
+  // The cold-age pass's rounds (the rules' second step): cold units first, then the
+  // held ones the pressure lets go; nothing else.
+  EXPECT_EQ(rules.cold_age_round(Rule::kCold, last(90 * kSec), false, false), 0);
+  EXPECT_EQ(rules.cold_age_round(Rule::kCold, last(90 * kSec), true, true), 0);
+  EXPECT_EQ(rules.cold_age_round(Rule::kCooling, last(45 * kSec), true, true), 1);
+  EXPECT_EQ(rules.cold_age_round(Rule::kCooling, last(45 * kSec), true, false), std::nullopt);
+  EXPECT_EQ(raised.cold_age_round(Rule::kCooling, last(40 * kSec), false, true), std::nullopt)
+      << "cooling under a raised cold age: not the hold's, never released";
+  EXPECT_EQ(rules.cold_age_round(Rule::kWarm, last(20 * kSec), true, true), std::nullopt);
 }
 
 TEST(Rules, AGroupsDemotionNodeIsItsSlowNode) {
