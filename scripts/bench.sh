@@ -42,12 +42,17 @@
 #               and --icount apply; bench/llama_report.py writes the report (docs/llama-server.md)
 # Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
 # scripts/bench/guest.sh) pass through from the environment.
-# Guests boot with nokaslr (KVTIER_VM_APPEND) so that every mode gets the same node sizes.
+# Guests boot with nokaslr (KVTIER_VM_APPEND) so that every mode gets the same node sizes, and
+# with only the benchmark's programs in their initramfs (KVTIER_VM_BINS, scripts/vm/initramfs.sh),
+# so that node 0's free memory does not depend on what else the build dir holds.
 # Needs the build (kvsim, kvtier_residency_probe, kvtier_oracle, kvtierd, kvtierctl) in $KVTIER_BUILD_DIR
 # (default build/). Exit status: 0 when every mode ran or reported why it could not, 1 else.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The initramfs lives in the guest's RAM, node 0 first: a full build's test binaries would
+# leave node 0 tens of MiB less free than a build of the programs alone.
+export KVTIER_VM_BINS=${KVTIER_VM_BINS:-kvsim kvtier_residency_probe kvtier_oracle kvtierd kvtierctl kvtier_llama_load}
 export KVTIER_BUILD_DIR=${KVTIER_BUILD_DIR:-$top/build}
 duration=
 workload=kvsim

@@ -7,6 +7,9 @@
 #   /kvtier/bin              every ELF executable under the build dir (debug info
 #                            stripped), plus every library `ldd` lists
 #   /kvtier/scripts, /kvtier/tests, /kvtier/systemd, /kvtier/traces (the repository's bench/traces)
+# KVTIER_VM_BINS="NAME ...": only the build's executables of these names go to /kvtier/bin
+# (the benchmark sets it: the initramfs lives in the guest's RAM, node 0 first, so every test
+# binary of a full build would take node 0 memory the workload's figures depend on).
 # The archive is cached under a key made of the inputs' names, sizes and
 # modification times and the content of scripts/vm/, so an unchanged tree
 # costs one `find`, and any rebuilt binary gives a new archive.
@@ -26,12 +29,24 @@ busybox=/bin/busybox
 # scratch and the VM cache; the ELF check comes later, when building.
 build_executables() {
   find "$build" \( -path "$build/CMakeFiles" -o -path "$build/vm-cache" -o -name CMakeFiles \) -prune \
-    -o -type f -perm -u+x -print | sort
+    -o -type f -perm -u+x -print | sort | only_wanted
+}
+only_wanted() {
+  if [[ -z ${KVTIER_VM_BINS:-} ]]; then
+    cat
+    return
+  fi
+  local f
+  while IFS= read -r f; do
+    [[ " $KVTIER_VM_BINS " == *" $(basename "$f") "* ]] && echo "$f"
+  done
+  return 0
 }
 
 inputs_key() {
   {
     sha256sum "$top"/scripts/vm/*
+    echo "bins: ${KVTIER_VM_BINS:-all}"
     echo "$kernel_dir"
     build_executables | xargs -r stat -L -c '%n %s %Y'
     find "$top/scripts" "$top/tests" "$top/systemd" "$traces" -printf '%p %s %T@\n' | sort
