@@ -75,6 +75,7 @@ def alone_rates(ok):
     and prompt ms per prompt token of the requests that had no other request in flight. The
     run's decode tokens/s also counts the prompts batched with a request's decode, so it moves
     with how the requests overlap; these do not."""
+    ok = [x for x in ok if "t" in x and "wall_s" in x]
     spans = [(x["t"], x["t"] + x["wall_s"]) for x in ok]
     alone = [x for i, x in enumerate(ok)
              if not any(j != i and a < spans[i][1] and b > spans[i][0] for j, (a, b) in enumerate(spans))]
@@ -143,6 +144,7 @@ def summarize(lines, warmup):
         r["server_cpu_ms_per_token"] = (1000 * r["server_cpu_s"] / r["predicted_tokens"]
                                         if r["predicted_tokens"] else None)
         r["kvtierd_gone"] = cpu.get("kvtierd_gone", 0)
+        r["kvtierd_nice"] = cpu.get("kvtierd_nice")
     if "kvtierd" in bench:
         r["kvtierd"] = feedback_totals(bench["kvtierd"].get("status"))
     r["integrity"] = [(x.get("content"), x.get("tokens")) for x in lines
