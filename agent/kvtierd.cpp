@@ -40,7 +40,6 @@
 #include "agent/host/numa_tiering.hpp"
 #include "agent/host/residency.hpp"
 #include "agent/host/self_memory.hpp"
-#include "agent/host/self_priority.hpp"
 #include "agent/host/topology_reader.hpp"
 #include "agent/loop/controller.hpp"
 #include "agent/loop/ingest.hpp"
@@ -349,17 +348,6 @@ std::shared_ptr<agent::ProcessWatcher> start_watcher(const agent::HostPaths& pat
   return nullptr;
 }
 
-// [daemon] nice on every thread of kvtierd (at start, before the sources' threads, which
-// inherit it, and at a reload); a refusal is logged and kvtierd runs on as it is.
-void apply_nice(const std::optional<int>& nice) {
-  if (!nice || agent::own_nice() == *nice) return;
-  if (auto ok = agent::set_own_nice(*nice); !ok) {
-    spdlog::warn("{}; kvtierd runs on at nice {}", ok.error().message, agent::own_nice());
-    return;
-  }
-  spdlog::info("kvtierd runs at nice {} ([daemon] nice): the workload's threads come first", *nice);
-}
-
 // A reload: the new config, checked as at start, then applied (the groups,
 // limits, [tiering], the daemon shell's keys; new sources when [sources]
 // changed) or refused whole, naming each key that needs a restart.
@@ -390,7 +378,6 @@ Result<agent::DaemonSettings> reload_config(const Options& opt, const agent::Hos
     if (!made) return kvtier::fail(opt.config + ": [sources]: " + made.error().message);
     sources = std::move(*made);
   }
-  apply_nice(next->config.daemon.nice);
   controller.apply_config(std::move(*next), agent::monotonic_now());
   if (sources) {
     controller.replace_sources(std::move(*sources));
@@ -484,7 +471,6 @@ int run(int argc, char** argv) {
         "the C library refused mallopt(M_MMAP_THRESHOLD, M_TRIM_THRESHOLD): kvtierd may "
         "keep memory it freed (status: loop.memory.resident_bytes)");
   }
-  apply_nice(cc->config.daemon.nice);
   // Beside the control socket, in kvtierd's runtime directory (the unit keeps it): what a
   // kvtierd killed before it could clean up left. Its kdamond goes before the sources are
   // probed (a kdamond that is on makes DAMON look busy); its knob values go to KernelTiering.

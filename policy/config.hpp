@@ -65,9 +65,6 @@ struct DaemonConfig {
   // return watch) the promotion tick runs, gathering the touches that follow;
   // nullopt: it waits for promote_interval.
   std::optional<TimeNs> promote_wake = 5 * kNsPerMs;
-  // kvtierd's nice value, set at start (and at a reload) on every thread of it;
-  // nullopt ("keep"): as it was started.
-  std::optional<int> nice = 19;
   // Always-on recording (docs/recording.md): kvtierd records every step into a
   // new file at this path from start-up ("" : only on `kvtierctl record start`).
   // The file must not exist yet; the recording stops at either limit.

@@ -195,23 +195,10 @@ class Section {
   // "auto" (nullopt) or an integer from lo to hi.
   void auto_or_integer(std::string_view k, std::optional<std::uint32_t>& out, std::int64_t lo,
                        std::int64_t hi) {
-    word_or_integer(k, out, lo, hi, "auto");
-  }
-
-  // "keep" (nullopt: as kvtierd found it) or an integer from lo to hi.
-  void keep_or_integer(std::string_view k, std::optional<int>& out, std::int64_t lo,
-                       std::int64_t hi) {
-    word_or_integer(k, out, lo, hi, "keep");
-  }
-
-  // `word` (nullopt) or an integer from lo to hi.
-  template <class T>
-  void word_or_integer(std::string_view k, std::optional<T>& out, std::int64_t lo, std::int64_t hi,
-                       std::string_view word) {
     const toml::node* n = get(k);
     if (n == nullptr) return;
-    const std::string allowed = fmt::format("\"{}\" or an integer from {} to {}", word, lo, hi);
-    if (const auto* str = n->as_string(); str != nullptr && str->get() == word) {
+    const std::string allowed = fmt::format("\"auto\" or an integer from {} to {}", lo, hi);
+    if (const auto* str = n->as_string(); str != nullptr && str->get() == "auto") {
       out.reset();
       return;
     }
@@ -221,7 +208,7 @@ class Section {
     } else if (i->get() < lo || i->get() > hi) {
       problem(n, k, fmt::format("{} is out of range (allowed: {})", i->get(), allowed));
     } else {
-      out = static_cast<T>(i->get());
+      out = static_cast<std::uint32_t>(i->get());
     }
   }
 

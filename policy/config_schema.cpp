@@ -97,7 +97,6 @@ void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
   s.optional_duration("promote_interval", d.promote_interval, 100 * kNsPerMs, kHour);
   s.optional_duration("promote_wake", d.promote_wake, kNsPerMs, 10 * kNsPerSec);
-  s.keep_or_integer("nice", d.nice, -20, 19);
   s.string("record", d.record, "an absolute path", check_absolute);
   s.size("record_max_bytes", d.record_max_bytes, 4096, 1ULL << 40);
   s.duration("record_max_duration", d.record_max_duration, kNsPerSec, kHour * 24 * 30);

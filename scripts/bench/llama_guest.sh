@@ -83,7 +83,7 @@ if [ "$mode" = kvtier ]; then
   echo "{\"type\":\"bench\",\"mode\":\"kvtier\",\"event\":\"kvtierd\",\"status\":$(kvtierctl status --json | tr -d '\n')}"
   kill -0 "$kp" 2>/dev/null || restarts=1
 fi
-# kvtierd's nice value as the kernel has it (field 19 of its stat; [daemon] nice or KVTIER_NICE).
+# kvtierd's nice value as the kernel has it at the end (field 19 of its stat; KVTIER_NICE).
 knice=null
 [ "$mode" = kvtier ] && knice=$(awk '{print $19}' /proc/$kp/stat 2>/dev/null || echo null)
 emit "\"event\":\"cpu\",\"clk_tck\":$(getconf CLK_TCK 2>/dev/null || echo 100),\"server_ticks\":$((st1 - st0)),\"kvtierd_ticks\":$([ "$mode" = kvtier ] && echo $(($(ticks "$kp") - kt0)) || echo 0),\"kvtierd_gone\":$restarts,\"kvtierd_nice\":$knice"

@@ -1,10 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "policy/config.hpp"
 
@@ -63,7 +60,6 @@ TEST(Config, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(cfg->tiering.numa_balancing, NumaBalancingMode::kTiering);
   EXPECT_EQ(cfg->tiering.promote_threshold, kPromoteAuto);
   EXPECT_EQ(cfg->daemon.promote_wake, 5 * kNsPerMs);
-  EXPECT_EQ(cfg->daemon.nice, 19);
   EXPECT_FALSE(g.demotion_node.has_value());
   EXPECT_FALSE(g.policy.dram_limit.has_value());
 }
@@ -387,23 +383,6 @@ TEST(Config, DaemonPromoteWake) {
   EXPECT_EQ(fast->daemon.promote_wake, 5 * kNsPerMs);
   EXPECT_EQ(only_problem("[daemon]\npromote_wake = \"1min\"\n" + kGroup).key,
             "daemon.promote_wake");
-}
-
-// nice: kvtierd's own CPU priority, "keep" (nullopt) or -20 to 19.
-TEST(Config, DaemonNice) {
-  const std::vector<std::pair<std::string, std::optional<int>>> good = {
-      {"\"keep\"", std::nullopt}, {"0", 0}, {"-20", -20}, {"19", 19}};
-  for (const auto& [value, want] : good) {
-    auto c = parse_config("[daemon]\nnice = " + value + "\n" + kGroup, "t.toml");
-    ASSERT_TRUE(c) << value;
-    EXPECT_EQ(c->daemon.nice, want) << value;
-  }
-  const auto high = only_problem("[daemon]\nnice = 20\n" + kGroup);
-  EXPECT_EQ(high.key, "daemon.nice");
-  EXPECT_THAT(high.message, HasSubstr("out of range"));
-  const auto word = only_problem("[daemon]\nnice = \"low\"\n" + kGroup);
-  EXPECT_EQ(word.key, "daemon.nice");
-  EXPECT_THAT(word.message, HasSubstr("\"keep\" or an integer from -20 to 19"));
 }
 
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {
