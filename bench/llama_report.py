@@ -70,6 +70,24 @@ def feedback_totals(status):
     return tot
 
 
+def alone_rates(ok):
+    """The server's own speed: decode ms per token (after the first, which comes with the prompt)
+    and prompt ms per prompt token of the requests that had no other request in flight. The
+    run's decode tokens/s also counts the prompts batched with a request's decode, so it moves
+    with how the requests overlap; these do not."""
+    ok = [x for x in ok if "t" in x and "wall_s" in x]
+    spans = [(x["t"], x["t"] + x["wall_s"]) for x in ok]
+    alone = [x for i, x in enumerate(ok)
+             if not any(j != i and a < spans[i][1] and b > spans[i][0] for j, (a, b) in enumerate(spans))]
+    dec_n = sum(max(x.get("predicted_n", 0) - 1, 0) for x in alone)
+    dec_ms = sum(x.get("predicted_ms") or 0 for x in alone)
+    pr_n = sum(x.get("prompt_n") or 0 for x in alone)
+    pr_ms = sum(x.get("prompt_ms") or 0 for x in alone)
+    return {"alone_requests": len(alone),
+            "alone_decode_ms_per_token": dec_ms / dec_n if dec_n else None,
+            "alone_prompt_ms_per_token": pr_ms / pr_n if pr_n else None}
+
+
 def summarize(lines, warmup):
     """One run's figures from its lines."""
     req = [x for x in lines if x.get("type") == "request"]
@@ -92,6 +110,7 @@ def summarize(lines, warmup):
     pred_ms = sum(x.get("predicted_ms") or 0 for x in ok)
     if pred_ms > 0:
         r["decode_tps"] = r["predicted_tokens"] / (pred_ms / 1000)
+    r.update(alone_rates(ok))
     late = [t for t in truth if t["t"] >= warmup]
     if late:
         r["hot_on_node1_bytes"] = statistics.mean(t["active"]["1"] for t in late)
@@ -125,6 +144,7 @@ def summarize(lines, warmup):
         r["server_cpu_ms_per_token"] = (1000 * r["server_cpu_s"] / r["predicted_tokens"]
                                         if r["predicted_tokens"] else None)
         r["kvtierd_gone"] = cpu.get("kvtierd_gone", 0)
+        r["kvtierd_nice"] = cpu.get("kvtierd_nice")
     if "kvtierd" in bench:
         r["kvtierd"] = feedback_totals(bench["kvtierd"].get("status"))
     r["integrity"] = [(x.get("content"), x.get("tokens")) for x in lines
@@ -172,6 +192,8 @@ def main():
                 "ttft_p99": ratio(r["ttft_p99_s"], base["ttft_p99_s"]),
                 "server_cpu_per_token": ratio(r.get("server_cpu_ms_per_token"),
                                               base.get("server_cpu_ms_per_token")),
+                "alone_decode": ratio(r.get("alone_decode_ms_per_token"), base.get("alone_decode_ms_per_token")),
+                "alone_prompt": ratio(r.get("alone_prompt_ms_per_token"), base.get("alone_prompt_ms_per_token")),
                 "integrity_identical": bool(r["integrity"]) and r["integrity"] == base["integrity"],
             }
     order = {"none": 0, "kernel": 1, "kvtier": 2}
@@ -179,9 +201,9 @@ def main():
     rows = [
         "| run | mode | requests (failed) | hot KV on node 1, avg after "
         f"{a.warmup:.0f} s | idle + unused on node 1 at the end | TTFT p50 / p99 s (x none) | decode tok/s (x none) "
-        "| server CPU ms/token (x none) | kvtierd CPU | kvtierd demoted / promoted (by the kernel) / mis-demoted MiB, cold age "
+        "| server CPU ms/token (x none) | requests alone: decode / prompt ms per token (x none) | kvtierd CPU | kvtierd demoted / promoted (by the kernel) / mis-demoted MiB, cold age "
         "| KV buffer back from node 1 MiB | rest of the server on node 0 / 1 at the end | integrity |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         v = r["vs_none"] or {}
@@ -199,11 +221,13 @@ def main():
             f"| {fmt(r['ttft_p50_s'])} / {fmt(r['ttft_p99_s'])} ({fmt(v.get('ttft_p50'))} / {fmt(v.get('ttft_p99'))}) "
             f"| {fmt(r['decode_tps'])} ({fmt(v.get('decode_tps'), digits=3)}) "
             f"| {fmt(r.get('server_cpu_ms_per_token'), digits=0)} ({fmt(v.get('server_cpu_per_token'), digits=3)}) "
+            f"| {r['alone_requests']}: {fmt(r['alone_decode_ms_per_token'], digits=1)} / "
+            f"{fmt(r['alone_prompt_ms_per_token'], digits=1)} ({fmt(v.get('alone_decode'))} / {fmt(v.get('alone_prompt'))}) "
             f"| {fmt(r.get('kvtierd_cpu_s'), digits=1, unit=' s')} ({fmt(r.get('kvtierd_cpu_share'), 0.01, 1, '%')}) "
             f"| {kv} | {fmt(r.get('buffer_back_to_node0'), MIB, 1)} | {fmt(r.get('other_on_node0_end'), MIB, 1)} / {fmt(r.get('other_on_node1_end'), MIB, 1, ' MiB')} "
             f"| {integ} |")
         if r["why"] or r["errors"]:
-            rows.append(f"|  | | {r['why']} {'; '.join(str(e) for e in r['errors'])} | | | | | | | | | | |")
+            rows.append(f"|  | | {r['why']} {'; '.join(str(e) for e in r['errors'])} | | | | | | | | | | | |")
     with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
         f.write("# llama-server in the tiered guest (scripts/bench.sh --workload llama-server)\n\n")
         f.write("\n".join(rows) + "\n")

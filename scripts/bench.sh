@@ -37,7 +37,7 @@
 #   --workload  kvsim (default) or llama-server: Debian's llama-server in the guest (the layer of
 #               scripts/vm/llama-root.sh, node 0 352 MiB against its 384 MiB KV buffer) driven by
 #               kvtier_llama_load replaying the Mooncake trace's conversations
-#               (scripts/bench/llama_guest.sh; LOAD_* settings pass through); modes none, kernel,
+#               (scripts/bench/llama_guest.sh; LOAD_*, KVTIER_SED and KVTIER_NICE pass through); modes none, kernel,
 #               kvtier (default all three), --duration default 240, --repeat, --kernel, --vcpus
 #               and --icount apply; bench/llama_report.py writes the report (docs/llama-server.md)
 # Settings of the modes (DAMOS_*, DAMON_*, GOAL_*, KVTIER_*, ORACLE_INTERVAL, COLD_AGE_S, MAP_EVERY: see
@@ -158,7 +158,7 @@ if [[ $workload == llama-server ]]; then
     layer=$("$top/scripts/vm/llama-root.sh") || { echo "bench: cannot build the llama-server layer (scripts/vm/llama-root.sh)" >&2; exit 1; }
     pass=()
     while IFS='=' read -r name value; do
-      [[ $name =~ ^(LOAD_[A-Z_]+|COLD_AGE_S)$ ]] && pass+=("$name=$value")
+      [[ $name =~ ^(LOAD_[A-Z_]+|COLD_AGE_S|KVTIER_SED|KVTIER_NICE)$ ]] && pass+=("$name=$value")
     done < <(env)
     for ((r = 1; r <= repeat; r++)); do
       for mode in $modes; do

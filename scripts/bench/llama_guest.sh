@@ -6,7 +6,10 @@
 #   MODE  none    no tiering
 #         kernel  numa_balancing=2 + demotion_enabled (the kernel's own tiering)
 #         kvtier  kvtierd with the shipped config (systemd/kvtier.toml; only its socket group
-#                 is root's, the guest has no kvtier group)
+#                 is root's, the guest has no kvtier group); KVTIER_SED='SCRIPT' edits it
+#                 further (sed -e SCRIPT) for experiments, e.g. 's/^kind = .*/kind = "dry-run"/'
+#                 (kvtierctl config check must accept the result); KVTIER_NICE=N runs kvtierd
+#                 at nice N
 # The server runs as vm.llama_server's (12 slots of 8 Ki cells, 384 MiB of KV), with --metrics
 # and its RAM prompt cache at its default. The clients replay bench/traces' Mooncake
 # conversations (LOAD_* below) for DURATION s; kvtier_llama_load samples the KV buffer's
@@ -52,8 +55,11 @@ case $mode in
     echo true >/sys/kernel/mm/numa/demotion_enabled
     ;;
   kvtier)
-    sed 's/^socket_group = .*/socket_group = "root"/' /kvtier/systemd/kvtier.toml >/tmp/kvtier.toml
-    kvtierd --config /tmp/kvtier.toml --foreground >/tmp/kvtierd.log 2>&1 &
+    sed -e 's/^socket_group = .*/socket_group = "root"/' -e "${KVTIER_SED:-}" /kvtier/systemd/kvtier.toml >/tmp/kvtier.toml
+    kvtierctl config check /tmp/kvtier.toml >&2 || die "the edited config does not check (KVTIER_SED='${KVTIER_SED:-}')"
+    # busybox has renice, not nice: the shell renices itself and becomes kvtierd, whose threads
+    # inherit the nice value.
+    sh -c 'renice -n "$1" -p $$ >/dev/null && exec kvtierd --config /tmp/kvtier.toml --foreground' sh "${KVTIER_NICE:-0}" >/tmp/kvtierd.log 2>&1 &
     kp=$!
     ;;
   *) die "unknown mode '$mode' (none, kernel, kvtier)" ;;
@@ -77,7 +83,10 @@ if [ "$mode" = kvtier ]; then
   echo "{\"type\":\"bench\",\"mode\":\"kvtier\",\"event\":\"kvtierd\",\"status\":$(kvtierctl status --json | tr -d '\n')}"
   kill -0 "$kp" 2>/dev/null || restarts=1
 fi
-emit "\"event\":\"cpu\",\"clk_tck\":$(getconf CLK_TCK 2>/dev/null || echo 100),\"server_ticks\":$((st1 - st0)),\"kvtierd_ticks\":$([ "$mode" = kvtier ] && echo $(($(ticks "$kp") - kt0)) || echo 0),\"kvtierd_gone\":$restarts"
+# kvtierd's nice value as the kernel has it at the end (field 19 of its stat; KVTIER_NICE).
+knice=null
+[ "$mode" = kvtier ] && knice=$(awk '{print $19}' /proc/$kp/stat 2>/dev/null || echo null)
+emit "\"event\":\"cpu\",\"clk_tck\":$(getconf CLK_TCK 2>/dev/null || echo 100),\"server_ticks\":$((st1 - st0)),\"kvtierd_ticks\":$([ "$mode" = kvtier ] && echo $(($(ticks "$kp") - kt0)) || echo 0),\"kvtierd_gone\":$restarts,\"kvtierd_nice\":$knice"
 # Integrity: fixed prompts after the pages moved, one at a time, at temperature 0.
 kvtier_llama_load --integrity "$LOAD_INTEGRITY" --timeout 600
 [ "$mode" = kvtier ] && kill -TERM "$kp" && wait "$kp"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Unit tests of bench/llama_report.py: one run's figures from kvtier_llama_load's lines (hot
 bytes on node 1 after the warm-up, the offload at the end, TTFT percentiles, decode tokens/s,
-CPU per token, kvtierd's totals) and a whole report with ratios and integrity against none."""
+CPU per token, the rates of requests that ran alone, kvtierd's totals) and a whole report with ratios and integrity against none."""
 
 import json
 import os
@@ -57,6 +57,21 @@ class Summary(unittest.TestCase):
         self.assertEqual(r["other_on_node1_end"], 12 * MIB - (6 + 1 + 3) * MIB)
         self.assertEqual(r["integrity"], [("x", "1,2")])
         self.assertEqual(r["buffer_back_to_node0"], 8 * MIB - 2 * MIB)  # 8 -> 2 -> 10 MiB on node 1
+
+    def test_alone_rates_count_only_requests_with_no_other_in_flight(self):
+        def req(t, wall, n, ms, prompt_n, prompt_ms):
+            r = request(t, 0.1, n, ms)
+            r.update({"wall_s": wall, "prompt_n": prompt_n, "prompt_ms": prompt_ms})
+            return r
+        ok = [req(0, 2, 5, 40, 10, 50),    # alone: 4 tokens after the first in 40 ms
+              req(3, 2, 9, 800, 20, 500),  # overlaps the next one
+              req(4, 2, 9, 800, 20, 500),
+              req(10, 1, 3, 20, 30, 90)]   # alone: 2 tokens in 20 ms
+        r = llama_report.alone_rates(ok)
+        self.assertEqual(r["alone_requests"], 2)
+        self.assertAlmostEqual(r["alone_decode_ms_per_token"], 60 / 6)
+        self.assertAlmostEqual(r["alone_prompt_ms_per_token"], 140 / 40)
+        self.assertIsNone(llama_report.alone_rates([])["alone_decode_ms_per_token"])
 
     def test_kvtierd_totals_summed_over_groups(self):
         status = {"feedback": [
