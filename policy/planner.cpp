@@ -15,6 +15,7 @@
 
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/pinned.hpp"
 #include "policy/rules.hpp"
 #include "policy/topology.hpp"
