@@ -12,6 +12,7 @@
 
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/pinned.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
