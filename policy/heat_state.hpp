@@ -88,9 +88,9 @@ class PagePack {
   // Every page `all`.
   explicit PagePack(const HeatState& all);
   [[nodiscard]] HeatState get(std::size_t i) const {
-    const Rest& r = rests_[wide_index_ ? wide_index_[i] : index_[i]];
+    const Rest& r = rests_[index(i)];
     return HeatState{.heat = heat_[i],
-                     .last_access = wide_access_ ? wide_access_[i] : base_ + access_[i],
+                     .last_access = access(i),
                      .last_moved = r.last_moved,
                      .node = r.node,
                      .flags = r.flags};
