@@ -116,8 +116,20 @@ class PagePack {
   [[nodiscard]] std::size_t tracked_pages() const { return tracked_; }
   [[nodiscard]] std::size_t located_pages() const { return located_; }
   // The earliest and the latest last access of the 512 pages (tracked or not).
-  [[nodiscard]] std::uint32_t earliest_access() const;
+  // The earliest is kept as pages change (no walk); the latest is a walk.
+  [[nodiscard]] std::uint32_t earliest_access() const { return earliest_; }
   [[nodiscard]] std::uint32_t latest_access() const;
+  // Bounds kept as pages change, for walks that skip a chunk that cannot matter
+  // to them (the planner's scan: GroupRules::yields_none): no page's last access
+  // is later than latest_bound(), no page's heat (as of its last access) above
+  // heat_bound(). They only grow: a page's access or heat set lower leaves them.
+  [[nodiscard]] std::uint32_t latest_bound() const { return latest_bound_; }
+  [[nodiscard]] float heat_bound() const { return heat_bound_; }
+  // The flags of every page (tracked or not) or'ed together (a few distinct ones: no walk).
+  [[nodiscard]] std::uint16_t flags_any() const;
+  // Counts the set() calls: a walk's result for this pack holds while it is unchanged
+  // (the heatmap row's per-chunk sums: agent/loop/views.cpp).
+  [[nodiscard]] std::uint64_t version() const { return version_; }
   // The node every page has (tracked or not), or -2 if they may differ.
   [[nodiscard]] int one_node() const;
   // Every page in the same state.
@@ -139,6 +151,8 @@ class PagePack {
     return wide_index_ ? wide_index_[i] : index_[i];
   }
   void set_access(std::size_t i, std::uint32_t tick);
+  // Keeps earliest_, at_earliest_ and latest_bound_ as a page's access goes from old_tick to tick.
+  void note_access(std::uint32_t old_tick, std::uint32_t tick);
   // The index of `r` in rests_, added if new (for page `i`, whose old one may go).
   std::uint16_t rest_index(std::size_t i, const Rest& r);
   // Drops the rests no page uses, keeping the order of the others.
@@ -147,7 +161,12 @@ class PagePack {
   std::array<float, kPages> heat_{};
   std::array<std::uint16_t, kPages> access_{};  // last_access - base_ (while not wide)
   std::array<std::uint8_t, kPages> index_{};    // into rests_ (while not wide)
+  std::uint64_t version_ = 0;
   std::uint32_t base_ = 0;
+  std::uint32_t earliest_ = 0;      // the earliest last access of the 512
+  std::uint32_t latest_bound_ = 0;  // >= every last access
+  float heat_bound_ = 0.0F;         // >= every heat
+  std::uint16_t at_earliest_ = 0;   // pages whose last access is earliest_
   std::uint16_t tracked_ = 0;
   std::uint16_t located_ = 0;
   std::unique_ptr<std::uint32_t[]> wide_access_;  // last_access, once a span is too wide

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -11,12 +12,25 @@ namespace kvtier::policy {
 namespace {
 
 constexpr std::uint32_t kNarrowSpan = std::numeric_limits<std::uint16_t>::max();
+// PagePack::version(): one count over every pack, so a pack made again at a
+// chunk's address never repeats a version another pack there had.
+std::atomic<std::uint64_t> versions{0};
+
+std::uint64_t next_version() {
+  return versions.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 constexpr std::size_t kNarrowRests = std::size_t{std::numeric_limits<std::uint8_t>::max()} + 1;
 
 }  // namespace
 
 PagePack::PagePack(const HeatState& all)
-    : base_(all.last_access),
+    : version_(next_version()),
+      base_(all.last_access),
+      earliest_(all.last_access),
+      latest_bound_(all.last_access),
+      heat_bound_(all.heat),
+      at_earliest_(static_cast<std::uint16_t>(kPages)),
       tracked_(static_cast<std::uint16_t>(all.tracked() ? kPages : 0)),
       located_(static_cast<std::uint16_t>(all.tracked() && all.node >= 0 ? kPages : 0)) {
   heat_.fill(all.heat);
@@ -97,8 +111,12 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   tracked_ = static_cast<std::uint16_t>(tracked_ - (tracked ? 1 : 0) + (s.tracked() ? 1 : 0));
   located_ = static_cast<std::uint16_t>(located_ - (tracked && was.node >= 0 ? 1 : 0) +
                                         (s.tracked() && s.node >= 0 ? 1 : 0));
+  version_ = next_version();
   heat_[i] = s.heat;
+  heat_bound_ = std::max(heat_bound_, s.heat);
+  const std::uint32_t old_access = access(i);
   set_access(i, s.last_access);
+  note_access(old_access, s.last_access);
   const std::uint16_t r =
       rest_index(i, Rest{.last_moved = s.last_moved, .node = s.node, .flags = s.flags});
   if (wide_index_) {
@@ -106,6 +124,40 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   } else {
     index_[i] = static_cast<std::uint8_t>(r);
   }
+}
+
+void PagePack::note_access(std::uint32_t old_tick, std::uint32_t tick) {
+  latest_bound_ = std::max(latest_bound_, tick);
+  if (tick == old_tick) return;
+  if (tick < earliest_) {
+    earliest_ = tick;
+    at_earliest_ = 1;
+    return;
+  }
+  if (tick == earliest_) {
+    ++at_earliest_;
+    return;
+  }
+  if (old_tick != earliest_ || --at_earliest_ > 0) return;
+  // The last page at the earliest moved on: the next earliest, and how many have it.
+  std::uint32_t lo = std::numeric_limits<std::uint32_t>::max();
+  std::uint16_t n = 0;
+  for (std::size_t p = 0; p < kPages; ++p) {
+    const std::uint32_t a = access(p);
+    if (a < lo) {
+      lo = a;
+      n = 0;
+    }
+    if (a == lo) ++n;
+  }
+  earliest_ = lo;
+  at_earliest_ = n;
+}
+
+std::uint16_t PagePack::flags_any() const {
+  std::uint16_t f = 0;
+  for (const Rest& r : rests_) f = static_cast<std::uint16_t>(f | r.flags);
+  return f;
 }
 
 bool PagePack::alike() const {
@@ -117,11 +169,6 @@ bool PagePack::alike() const {
     if (heat_[p] != h || access(p) != a || index(p) != r) return false;
   }
   return true;
-}
-
-std::uint32_t PagePack::earliest_access() const {
-  if (wide_access_) return *std::min_element(wide_access_.get(), wide_access_.get() + kPages);
-  return base_ + *std::ranges::min_element(access_);
 }
 
 std::uint32_t PagePack::latest_access() const {

@@ -358,8 +358,22 @@ class Planner {
             n, stride);
       }
     };
+    // A chunk of pages with their own states on one node that its bounds say
+    // yields no candidate (GroupRules::yields_none) is taken as seen, its pages
+    // unvisited: only its DRAM use counts. The plan is the same as with every
+    // page visited; the scan's cost follows the chunks that changed or aged.
+    const auto skip = [&](std::uint64_t, const PagePack& p) {
+      const int node = p.one_node();
+      if (node == -2 ||
+          !rules.yields_none(node, p.earliest_access(), p.heat_bound(), p.flags_any(), take_warm)) {
+        return false;
+      }
+      if (rules.in_dram(node)) dram_use += std::uint64_t{p.tracked_pages()} * kPageSize;
+      return true;
+    };
     tv.heat->for_each_run(
-        s_.now, [&](const HeatUnit& u, std::uint64_t n) __attribute__((always_inline)) {
+        s_.now,
+        [&](const HeatUnit& u, std::uint64_t n) __attribute__((always_inline)) {
           if (n == 1) {
             one(u, 1);
             return;
@@ -378,7 +392,8 @@ class Planner {
             one(page, 1);
             page.range = {page.range.end, page.range.end + u.range.bytes()};
           }
-        });
+        },
+        skip);
     g.dram_use += dram_use;
   }
 

@@ -15,6 +15,7 @@
 
 #include "policy/config.hpp"
 #include "policy/heat.hpp"
+#include "policy/heat_state.hpp"
 #include "policy/topology.hpp"
 #include "policy/types.hpp"
 
@@ -91,6 +92,35 @@ class GroupRules {
     const std::uint32_t idle = now_tick_ - std::min(now_tick_, u.last_access);
     if (idle < cold_ticks_) return Rule::kWarm;
     return idle < cold_after(unseen) ? Rule::kCooling : Rule::kCold;
+  }
+
+  // Whether classify() gives none of a chunk's pages a rule the planner's scan
+  // keeps (kCold, kCooling, kAccessedOnSlow, and kWarm when `take_warm` or
+  // exchangeable), from the chunk's bounds alone (PagePack: every page on
+  // `node`, none accessed before `earliest_access`, none with a heat above
+  // `heat_bound` (decay only lowers it), `flags_any` their flags or'ed). True
+  // only when that holds for every page whatever else it has; false when the
+  // pages have to be looked at.
+  [[nodiscard]] bool yields_none(int node, std::uint32_t earliest_access, float heat_bound,
+                                 std::uint16_t flags_any, bool take_warm) const {
+    const auto id = static_cast<std::size_t>(node);            // -1 wraps: unknown
+    if (id >= slow_.size() || present_[id] == 0) return true;  // kUnknownNode
+    if (slow_[id] != 0) {
+      // kStaysOnSlow (or kExcluded) unless touched, ahead or hot enough.
+      return !promote_ || ((flags_any & (HeatState::kTouched | HeatState::kAhead)) == 0 &&
+                           heat_bound < promote_heat_);
+    }
+    if (demote_to_[id] < 0) return true;  // kNowhereToDemote, or a rule before it
+    if (take_warm) return false;
+    if (!cold_on_) return true;  // kWarm, never exchangeable, or a rule before it
+    // Idle for less than half the cold age: kWarm and not exchangeable, or a rule before it.
+    const std::uint32_t idle = now_tick_ - std::min(now_tick_, earliest_access);
+    return idle < (cold_ticks_ + 1) / 2;
+  }
+  // The unit's node counts as DRAM in the group's use (present and not a slow node).
+  [[nodiscard]] bool in_dram(int node) const {
+    const auto id = static_cast<std::size_t>(node);
+    return id < slow_.size() && present_[id] != 0 && slow_[id] == 0;
   }
 
   // The idle time from which the cold-age pass demotes: the effective cold age,

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -128,12 +129,22 @@ TEST(PagePack, GivesBackEveryStateExactly) {
   EXPECT_TRUE(pack.alike());
   const std::uint64_t narrow = pack.memory_bytes();
   EXPECT_LE(narrow, PagePack::kPages * 7 + 128);
+  // The bounds kept as pages change (no walk): the earliest access exact, the latest
+  // access and the heat never below any page's, the flags or'ed over every page.
   const auto check = [&](const char* when) {
+    std::uint32_t earliest = want[0].last_access;
+    std::uint16_t flags = 0;
     for (std::size_t i = 0; i < PagePack::kPages; ++i) {
       const HeatState got = pack.get(i);
       ASSERT_EQ(got, want[i]) << when << ", page " << i;
       ASSERT_EQ(std::bit_cast<std::uint32_t>(got.heat), std::bit_cast<std::uint32_t>(want[i].heat));
+      earliest = std::min(earliest, got.last_access);
+      flags = static_cast<std::uint16_t>(flags | got.flags);
+      ASSERT_LE(got.last_access, pack.latest_bound()) << when << ", page " << i;
+      ASSERT_LE(got.heat, pack.heat_bound()) << when << ", page " << i;
     }
+    ASSERT_EQ(pack.earliest_access(), earliest) << when;
+    ASSERT_EQ(pack.flags_any() & flags, flags) << when;
   };
   const auto set = [&](std::size_t i, const HeatState& s) {
     want[i] = s;
@@ -149,6 +160,21 @@ TEST(PagePack, GivesBackEveryStateExactly) {
                      .flags = static_cast<std::uint16_t>(1 | ((rng() % 4) << 1))});
   }
   check("narrow");
+  // The page(s) at the earliest access move on one by one: the next earliest is found.
+  for (int k = 0; k < 600; ++k) {
+    const std::uint32_t e = pack.earliest_access();
+    for (std::size_t i = 0; i < PagePack::kPages; ++i) {
+      if (want[i].last_access != e) continue;
+      HeatState s = want[i];
+      s.last_access = e + 1 + static_cast<std::uint32_t>(rng() % 50);
+      set(i, s);
+      break;
+    }
+  }
+  check("the earliest moved on");
+  const std::uint64_t version = pack.version();
+  set(0, want[0]);
+  EXPECT_NE(pack.version(), version) << "every set() is a new version";
   EXPECT_FALSE(pack.alike());
   EXPECT_LT(pack.memory_bytes(), sizeof(PagePack) + 1024) << "no wide column yet";
   // Wide: an access 2 hours after the others, and a distinct move on every page.

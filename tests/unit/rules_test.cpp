@@ -7,8 +7,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
 #include <optional>
+#include <random>
 #include <vector>
+
+#include "policy/heat_state.hpp"
 
 namespace kvtier::policy {
 namespace {
@@ -101,6 +107,53 @@ TEST(Rules, EachRuleInItsOrder) {
   EXPECT_EQ(rules.classify(unit(0, 0.5F, 30 * kSec)), Rule::kCold);
   EXPECT_EQ(rules.demotion_dest(0), 1);
   EXPECT_FALSE(rules.watermark());
+}
+
+// The planner's scan skips a chunk of pages whose bounds say no page in it can
+// be a candidate (yields_none): over random pages it never says so of pages
+// one of which classify() makes a candidate, and it does say so often.
+TEST(Rules, AChunkSkippedByItsBoundsHoldsNoCandidate) {
+  const Topology topo = three_nodes();
+  const NodeFacts facts(topo);
+  std::mt19937_64 rng(33);
+  int skipped = 0;
+  for (const bool watermark : {false, true}) {
+    for (const bool promote : {true, false}) {
+      GroupConfig g = group();
+      if (watermark) g.policy.keep_free = kGiB;
+      g.policy.promote = promote;
+      const GroupRules rules(g, facts, kNow);
+      for (int k = 0; k < 4000; ++k) {
+        const int node = std::array{-1, 0, 1, 2, 7}[rng() % 5];
+        std::uint32_t earliest = to_tick(kNow);
+        float heat_bound = 0.0F;
+        std::uint16_t flags = 0;
+        bool candidate = false;
+        const TimeNs young = static_cast<TimeNs>(rng() % 40) * kSec;
+        for (int p = 0; p < 8; ++p) {
+          HeatUnit u = unit(node, static_cast<float>(rng() % 30) / 10.0F,
+                            young + static_cast<TimeNs>(rng() % 4) * kSec,
+                            rng() % 3 == 0 ? static_cast<TimeNs>(rng() % 120) * kSec : 0);
+          u.touched = rng() % 8 == 0;
+          u.ahead = rng() % 8 == 0;
+          u.strikes = static_cast<unsigned>(rng() % 3);
+          earliest = std::min(earliest, u.last_access);
+          heat_bound = std::max(heat_bound, u.heat);
+          if (u.touched) flags = static_cast<std::uint16_t>(flags | HeatState::kTouched);
+          if (u.ahead) flags = static_cast<std::uint16_t>(flags | HeatState::kAhead);
+          const Rule r = rules.classify(u);
+          candidate = candidate || r == Rule::kCold || r == Rule::kCooling ||
+                      r == Rule::kAccessedOnSlow ||
+                      (r == Rule::kWarm && (watermark || rules.exchangeable(u.last_access)));
+        }
+        if (!rules.yields_none(node, earliest, heat_bound, flags, rules.watermark())) continue;
+        ++skipped;
+        ASSERT_FALSE(candidate) << "node " << node << ", earliest " << earliest << ", heat "
+                                << heat_bound << ", flags " << flags << ", watermark " << watermark;
+      }
+    }
+  }
+  EXPECT_GT(skipped, 4000);
 }
 
 TEST(Rules, AnEffectiveColdAgeAboveTheFloorMakesCooling) {
