@@ -84,7 +84,7 @@ void export_cpu(LoopState& s, const ReturnWatch* w, Telemetry& telemetry) {
 void record_phase(LoopState& s, Feedback& feedback, Recorder& recorder, TimeNs now,
                   Telemetry& telemetry) {
   for (auto& [pid, t] : s.targets.all()) {
-    t.history.push_back(bin_heat(t, kHistoryBins, now));
+    t.history.push_back(bin_heat(t, kHistoryBins, now, &t.row_cache));
     while (t.history.size() > kHistorySteps) t.history.pop_front();
   }
   feedback.end_step(now, telemetry);

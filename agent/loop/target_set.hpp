@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "agent/host/host_paths.hpp"
@@ -22,6 +23,21 @@
 #include "policy/types.hpp"
 
 namespace kvtier::agent {
+
+// The heatmap row's sum for one chunk whose pages have their own states (its
+// tracked pages' heat at `tick` times 4 KiB), taken from the PagePack at
+// `version`: while the pack is unchanged, the row ages the sum by the decay
+// from `tick` instead of visiting its 512 pages (bin_heat, agent/loop/views.cpp).
+struct ChunkHeatSum {
+  std::uint64_t version = 0;
+  std::uint32_t tick = 0;
+  std::uint32_t row = 0;  // the last row that used it
+  double sum = 0.0;
+};
+struct HeatRowCache {
+  std::unordered_map<std::uint64_t, ChunkHeatSum> chunks;  // by the chunk's base
+  std::uint32_t rows = 0;
+};
 
 struct Target {
   Pid pid = 0;
@@ -67,6 +83,8 @@ struct Target {
   std::optional<std::uint64_t> kernel_moves_at_check;
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
+  // The heatmap row's sums of chunks whose pages have their own states (bin_heat).
+  HeatRowCache row_cache;
   bool said_reservations = false;  // logged once that mappings were not tracked
   // Long-term pinned memory (agent/loop/pinned_tracker.hpp): the ranges the
   // planner leaves out, VmPin at the last read, when that was, and the

@@ -340,7 +340,7 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
         out[node] += kHugePageSize;
         return true;
       }
-      return idle(p.latest_access()) >= window;
+      return idle(p.latest_bound()) >= window;
     };
     t.heat->for_each_run(
         now,
@@ -488,7 +488,32 @@ Result<json> heatmap(const LoopState& s, Pid pid, std::size_t bins, TimeNs now) 
               {"history", history}};
 }
 
-std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
+// A chunk's heat at `tick` times 4 KiB, summed over its tracked pages. With a
+// cache, a pack unchanged since its sum was taken (every page accessed by then)
+// has had every page's heat decayed by the same factor since: the sum is aged
+// by it, no page visited, and the row follows the chunks that changed.
+static double chunk_heat_sum(std::uint64_t base, const policy::PagePack& p, std::uint32_t tick,
+                             const policy::Decay& decay, HeatRowCache* cache, std::uint32_t row) {
+  const auto walk = [&] {
+    double sum = 0.0;
+    p.for_each([&](std::size_t, const policy::HeatState& s) {
+      if (s.tracked())
+        sum += static_cast<double>(decay.heat_at(s, tick)) * static_cast<double>(kPageSize);
+    });
+    return sum;
+  };
+  if (cache == nullptr) return walk();
+  auto [it, fresh] = cache->chunks.try_emplace(base);
+  ChunkHeatSum& c = it->second;
+  c.row = row;
+  if (!fresh && c.version == p.version() && c.tick <= tick && p.latest_bound() <= c.tick) {
+    return c.sum * static_cast<double>(decay.factor(tick - c.tick));
+  }
+  c = ChunkHeatSum{.version = p.version(), .tick = tick, .row = row, .sum = walk()};
+  return c.sum;
+}
+
+std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now, HeatRowCache* cache) {
   std::uint64_t total = 0;
   for (const auto& v : t.vmas) total += v.bytes();
   std::vector<float> heat(bins, 0.0F);
@@ -513,14 +538,14 @@ std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
   // order, as the units one by one would add it, without a unit or a division per page.
   const std::uint32_t tick = policy::to_tick(now);
   const policy::Decay& decay = t.heat->decay();
+  constexpr auto kW = static_cast<double>(kPageSize);
+  const std::uint32_t row = cache != nullptr ? ++cache->rows : 0;
+  std::size_t packs = 0;
   const auto in_bin = [&](std::uint64_t base, const policy::PagePack& p) {
     if (base < lo || base + kHugePageSize > hi) return false;
-    constexpr auto kW = static_cast<double>(kPageSize);
-    p.for_each([&](std::size_t, const policy::HeatState& s) {
-      if (!s.tracked()) return;
-      heat[cur] += static_cast<float>(static_cast<double>(decay.heat_at(s, tick)) * kW);
-      weight[cur] += kW;
-    });
+    heat[cur] += static_cast<float>(chunk_heat_sum(base, p, tick, decay, cache, row));
+    weight[cur] += kW * static_cast<double>(p.tracked_pages());
+    ++packs;
     return true;
   };
   const auto unit = [&](const policy::HeatUnit& u, std::uint64_t n) {
@@ -548,6 +573,9 @@ std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now) {
     }
   };
   t.heat->for_each_run(now, unit, in_bin);
+  if (cache != nullptr && cache->chunks.size() > 2 * packs + 1024) {
+    std::erase_if(cache->chunks, [row](const auto& kv) { return kv.second.row != row; });
+  }
   for (std::size_t b = 0; b < bins; ++b) {
     if (weight[b] > 0) heat[b] = static_cast<float>(heat[b] / weight[b]);
   }

@@ -54,6 +54,10 @@ nlohmann::json tiering_json(const LoopState& s);
 // Per group: the effective cold age, the mis-demotion ratio and what was moved and seen.
 nlohmann::json feedback_json(const LoopState& s);
 // A target's heat per address bin of its tracked mappings (page-weighted mean).
-std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now);
+// `cache` (the target's row_cache, the record phase's): a chunk whose pages have
+// their own states and have not changed since an earlier row is aged from that
+// row's sum instead of walked (the same figure, to the float rounding).
+std::vector<float> bin_heat(const Target& t, std::size_t bins, TimeNs now,
+                            HeatRowCache* cache = nullptr);
 
 }  // namespace kvtier::agent
