@@ -130,6 +130,31 @@ class PagePack {
   // Counts the set() calls: a walk's result for this pack holds while it is unchanged
   // (the heatmap row's per-chunk sums: agent/loop/views.cpp).
   [[nodiscard]] std::uint64_t version() const { return version_; }
+  // The pages that share a last move, node and flags (a chunk has a few such
+  // parts), with bounds kept as pages change (no walk): the earliest last access
+  // of the part's pages (exact), and bounds no page's later access or heat is above.
+  struct Part {
+    std::int16_t node = -1;
+    std::uint16_t flags = 0;
+    std::uint16_t pages = 0;
+    std::uint32_t earliest_access = 0;
+    std::uint32_t latest_bound = 0;
+    float heat_bound = 0.0F;
+  };
+  // f(part) for each part with pages.
+  template <class F>
+  void for_each_part(F&& f) const {
+    for (std::size_t r = 0; r < rests_.size(); ++r) {
+      const Share& sh = shares_[r];
+      if (sh.pages == 0) continue;
+      f(Part{.node = rests_[r].node,
+             .flags = rests_[r].flags,
+             .pages = sh.pages,
+             .earliest_access = sh.earliest,
+             .latest_bound = sh.latest_bound,
+             .heat_bound = sh.heat_bound});
+    }
+  }
   // The node every page has (tracked or not), or -2 if they may differ.
   [[nodiscard]] int one_node() const;
   // Every page in the same state.
@@ -144,6 +169,16 @@ class PagePack {
     std::uint16_t flags = 0;
     bool operator==(const Rest&) const = default;
   };
+  // The bounds of the pages that have one rest (its Part), index for index with rests_.
+  struct Share {
+    std::uint32_t earliest = 0;
+    std::uint32_t latest_bound = 0;
+    float heat_bound = 0.0F;
+    std::uint16_t at_earliest = 0;  // pages at `earliest`
+    std::uint16_t pages = 0;
+  };
+  // Page i (in its old state) leaves its rest's share.
+  void leave_share(std::size_t i);
   [[nodiscard]] std::uint32_t access(std::size_t i) const {
     return wide_access_ ? wide_access_[i] : base_ + access_[i];
   }
@@ -172,6 +207,7 @@ class PagePack {
   std::unique_ptr<std::uint32_t[]> wide_access_;  // last_access, once a span is too wide
   std::unique_ptr<std::uint16_t[]> wide_index_;   // once more than 256 rests are in use
   std::vector<Rest> rests_;
+  std::vector<Share> shares_;  // one per rest
 };
 
 }  // namespace kvtier::policy

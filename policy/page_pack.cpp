@@ -35,6 +35,36 @@ PagePack::PagePack(const HeatState& all)
       located_(static_cast<std::uint16_t>(all.tracked() && all.node >= 0 ? kPages : 0)) {
   heat_.fill(all.heat);
   rests_.push_back({.last_moved = all.last_moved, .node = all.node, .flags = all.flags});
+  shares_.push_back(Share{.earliest = all.last_access,
+                          .latest_bound = all.last_access,
+                          .heat_bound = all.heat,
+                          .at_earliest = static_cast<std::uint16_t>(kPages),
+                          .pages = static_cast<std::uint16_t>(kPages)});
+}
+
+void PagePack::leave_share(std::size_t i) {
+  const std::uint16_t r = index(i);
+  Share& sh = shares_[r];
+  --sh.pages;
+  if (sh.pages == 0) {
+    sh = Share{};
+    return;
+  }
+  if (access(i) != sh.earliest || --sh.at_earliest > 0) return;
+  // The last page at the share's earliest leaves: the next earliest of the others.
+  std::uint32_t lo = std::numeric_limits<std::uint32_t>::max();
+  std::uint16_t n = 0;
+  for (std::size_t p = 0; p < kPages; ++p) {
+    if (p == i || index(p) != r) continue;
+    const std::uint32_t a = access(p);
+    if (a < lo) {
+      lo = a;
+      n = 0;
+    }
+    if (a == lo) ++n;
+  }
+  sh.earliest = lo;
+  sh.at_earliest = n;
 }
 
 void PagePack::set_access(std::size_t i, std::uint32_t tick) {
@@ -76,9 +106,11 @@ void PagePack::drop_unused_rests() {
   for (std::size_t r = 0; r < rests_.size(); ++r) {
     if (!used[r]) continue;
     renumber[r] = static_cast<std::uint16_t>(kept);
+    shares_[kept] = shares_[r];
     rests_[kept++] = rests_[r];
   }
   rests_.resize(kept);
+  shares_.resize(kept);
   for (std::size_t p = 0; p < kPages; ++p) {
     if (wide_index_) {
       wide_index_[p] = renumber[wide_index_[p]];
@@ -102,6 +134,7 @@ std::uint16_t PagePack::rest_index(std::size_t i, const Rest& r) {
     for (std::size_t p = 0; p < kPages; ++p) wide_index_[p] = index_[p];
   }
   rests_.push_back(r);
+  shares_.push_back(Share{});
   return static_cast<std::uint16_t>(rests_.size() - 1);
 }
 
@@ -112,6 +145,7 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   located_ = static_cast<std::uint16_t>(located_ - (tracked && was.node >= 0 ? 1 : 0) +
                                         (s.tracked() && s.node >= 0 ? 1 : 0));
   version_ = next_version();
+  leave_share(i);
   heat_[i] = s.heat;
   heat_bound_ = std::max(heat_bound_, s.heat);
   const std::uint32_t old_access = access(i);
@@ -124,6 +158,17 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   } else {
     index_[i] = static_cast<std::uint8_t>(r);
   }
+  // Page i joins its rest's share.
+  Share& sh = shares_[r];
+  sh.latest_bound = sh.pages == 0 ? s.last_access : std::max(sh.latest_bound, s.last_access);
+  sh.heat_bound = sh.pages == 0 ? s.heat : std::max(sh.heat_bound, s.heat);
+  if (sh.pages == 0 || s.last_access < sh.earliest) {
+    sh.earliest = s.last_access;
+    sh.at_earliest = 1;
+  } else if (s.last_access == sh.earliest) {
+    ++sh.at_earliest;
+  }
+  ++sh.pages;
 }
 
 void PagePack::note_access(std::uint32_t old_tick, std::uint32_t tick) {
@@ -183,7 +228,7 @@ int PagePack::one_node() const {
 }
 
 std::uint64_t PagePack::memory_bytes() const {
-  return sizeof(PagePack) + rests_.capacity() * sizeof(Rest) +
+  return sizeof(PagePack) + rests_.capacity() * sizeof(Rest) + shares_.capacity() * sizeof(Share) +
          (wide_access_ ? kPages * sizeof(std::uint32_t) : 0) +
          (wide_index_ ? kPages * sizeof(std::uint16_t) : 0);
 }

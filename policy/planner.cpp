@@ -358,18 +358,23 @@ class Planner {
             n, stride);
       }
     };
-    // A chunk of pages with their own states on one node that its bounds say
-    // yields no candidate (GroupRules::yields_none) is taken as seen, its pages
-    // unvisited: only its DRAM use counts. The plan is the same as with every
-    // page visited; the scan's cost follows the chunks that changed or aged.
+    // A chunk of pages with their own states whose parts' bounds (PagePack::Part:
+    // the pages that share a node and flags) say that none yields a candidate
+    // (GroupRules::yields_none) is taken as seen, its pages unvisited: only its
+    // DRAM use counts. The plan is the same as with every page visited; the
+    // scan's cost follows the chunks that changed or aged.
     const auto skip = [&](std::uint64_t, const PagePack& p) {
-      const int node = p.one_node();
-      if (node == -2 ||
-          !rules.yields_none(node, p.earliest_access(), p.heat_bound(), p.flags_any(), take_warm)) {
-        return false;
-      }
-      if (rules.in_dram(node)) dram_use += std::uint64_t{p.tracked_pages()} * kPageSize;
-      return true;
+      bool none = true;
+      std::uint64_t dram_pages = 0;
+      p.for_each_part([&](const PagePack::Part& part) {
+        none = none && rules.yields_none(part.node, part.earliest_access, part.heat_bound,
+                                         part.flags, take_warm);
+        if ((part.flags & HeatState::kTracked) != 0 && rules.in_dram(part.node)) {
+          dram_pages += part.pages;
+        }
+      });
+      if (none) dram_use += dram_pages * kPageSize;
+      return none;
     };
     tv.heat->for_each_run(
         s_.now,

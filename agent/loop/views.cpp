@@ -328,19 +328,27 @@ std::map<int, std::uint64_t> hot_bytes_per_node(const LoopState& s, TimeNs now) 
   for (const auto& [pid, t] : s.targets.all()) {
     const TimeNs window = hot_window(s, t.group);
     if (window == 0) continue;
-    // A chunk whose pages are all located on one node and all within the window, or all
-    // out of it, is counted at once.
+    // A chunk whose parts (the pages that share a node and flags) are each all within
+    // the window or all out of it, by their bounds, is counted at once.
+    const auto idle = [now](std::uint32_t tick) {
+      return idle_of(policy::HeatUnit{.last_access = tick}, now);
+    };
+    const auto counted = [](const policy::PagePack::Part& part) {
+      return (part.flags & policy::HeatState::kTracked) != 0 && part.node >= 0;
+    };
     const auto whole = [&](std::uint64_t, const policy::PagePack& p) {
-      const int node = p.one_node();
-      if (p.located_pages() != policy::PagePack::kPages || node < 0) return false;
-      const auto idle = [now](std::uint32_t tick) {
-        return idle_of(policy::HeatUnit{.last_access = tick}, now);
-      };
-      if (idle(p.earliest_access()) < window) {
-        out[node] += kHugePageSize;
-        return true;
-      }
-      return idle(p.latest_bound()) >= window;
+      bool known = true;
+      p.for_each_part([&](const policy::PagePack::Part& part) {
+        known = known && (!counted(part) || idle(part.earliest_access) < window ||
+                          idle(part.latest_bound) >= window);
+      });
+      if (!known) return false;
+      p.for_each_part([&](const policy::PagePack::Part& part) {
+        if (counted(part) && idle(part.earliest_access) < window) {
+          out[part.node] += std::uint64_t{part.pages} * kPageSize;
+        }
+      });
+      return true;
     };
     t.heat->for_each_run(
         now,

@@ -145,6 +145,28 @@ TEST(PagePack, GivesBackEveryStateExactly) {
     }
     ASSERT_EQ(pack.earliest_access(), earliest) << when;
     ASSERT_EQ(pack.flags_any() & flags, flags) << when;
+    // The parts: every page within the bounds of one with its node and flags (two parts
+    // may share those, with different moves), and each part's earliest access a page's.
+    std::vector<PagePack::Part> parts;
+    pack.for_each_part([&](const PagePack::Part& part) { parts.push_back(part); });
+    std::size_t pages = 0;
+    for (const auto& part : parts) pages += part.pages;
+    ASSERT_EQ(pages, PagePack::kPages) << when;
+    std::vector<bool> at_earliest(parts.size(), false);
+    for (std::size_t i = 0; i < PagePack::kPages; ++i) {
+      const HeatState& w = want[i];
+      bool found = false;
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        const PagePack::Part& part = parts[k];
+        if (part.node != w.node || part.flags != w.flags) continue;
+        at_earliest[k] = at_earliest[k] || w.last_access == part.earliest_access;
+        found = found || (w.last_access >= part.earliest_access &&
+                          w.last_access <= part.latest_bound && w.heat <= part.heat_bound);
+      }
+      ASSERT_TRUE(found) << when << ", page " << i;
+    }
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      ASSERT_TRUE(at_earliest[k]) << when << ", part " << k;
   };
   const auto set = [&](std::size_t i, const HeatState& s) {
     want[i] = s;
@@ -176,7 +198,8 @@ TEST(PagePack, GivesBackEveryStateExactly) {
   set(0, want[0]);
   EXPECT_NE(pack.version(), version) << "every set() is a new version";
   EXPECT_FALSE(pack.alike());
-  EXPECT_LT(pack.memory_bytes(), sizeof(PagePack) + 1024) << "no wide column yet";
+  // The distinct moves, nodes and flags (8 bytes each) and their parts' bounds (20 each).
+  EXPECT_LT(pack.memory_bytes(), sizeof(PagePack) + 2048) << "no wide column yet";
   // Wide: an access 2 hours after the others, and a distinct move on every page.
   set(3, HeatState{.heat = 2.0F, .last_access = 100000 + 72000, .flags = 1});
   for (std::size_t i = 0; i < PagePack::kPages; ++i) {
