@@ -28,7 +28,9 @@
 // Prints per size: the resident memory the loop added (kvtierd's side, the
 // generator's own excluded), bytes per tracked page, the step's CPU by phase
 // (mean over --steps steps 5 s apart, one of them with the residency check
-// kvtierd makes every 30 s: agent/loop/residency_check.hpp), the check's
+// kvtierd makes every 30 s: agent/loop/residency_check.hpp; later_ms is the
+// mean of the steps after that first one, which also makes the first heatmap
+// row after the warm-up's evidence, every chunk changed), the check's
 // residency phase and the pages it asked the move_pages query about (the
 // kernel's cost: about 190 ns a page), a read of every page's node (what that
 // phase cost before the check), plan()'s time alone, and the growth exponent
@@ -66,11 +68,11 @@ namespace {
 
 void print_header() {
   fmt::print(
-      "{:>9} {:>10} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} "
-      "{:>9} {:>9} {:>8}\n",
+      "{:>9} {:>10} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} | {:>9} "
+      "{:>9} {:>9} {:>9} {:>8}\n",
       "tracked", "pages", "rss_MiB", "B/page", "heat_B/p", "discover", "sources", "residency",
-      "plan", "move", "record", "step_ms", "check_res", "chk_pages", "full_read", "plan()",
-      "samples");
+      "plan", "move", "record", "step_ms", "later_ms", "check_res", "chk_pages", "full_read",
+      "plan()", "samples");
 }
 
 void print_row(const std::string& label, const Figures& f) {
@@ -78,12 +80,13 @@ void print_row(const std::string& label, const Figures& f) {
   const auto cpu = [&](agent::LoopPhase p) { return ms(f.cpu[static_cast<std::size_t>(p)]); };
   fmt::print(
       "{:>9} {:>10.0f} {:>9.1f} {:>8.3f} {:>8.3f} | {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} "
-      "{:>9.2f} {:>9.2f} | {:>9.1f} {:>9} {:>9.1f} {:>9.2f} {:>8}\n",
+      "{:>9.2f} {:>9.2f} {:>9.2f} | {:>9.1f} {:>9} {:>9.1f} {:>9.2f} {:>8}\n",
       label, pages, static_cast<double>(f.rss) / kMiB, static_cast<double>(f.rss) / pages,
       static_cast<double>(f.heat) / pages, cpu(agent::LoopPhase::kDiscover),
       cpu(agent::LoopPhase::kSources), cpu(agent::LoopPhase::kResidency),
       cpu(agent::LoopPhase::kPlan), cpu(agent::LoopPhase::kMove), cpu(agent::LoopPhase::kRecord),
-      ms(f.step_cpu), ms(f.check_residency), f.check_asked, ms(f.full_read), ms(f.plan), f.samples);
+      ms(f.step_cpu), ms(f.later_cpu), ms(f.check_residency), f.check_asked, ms(f.full_read),
+      ms(f.plan), f.samples);
   std::fflush(stdout);  // a size can take minutes: each row as it comes
 }
 

@@ -34,6 +34,7 @@ struct Figures {
   std::uint64_t heat = 0;         // HeatTable::memory_bytes, all targets
   agent::LoopCpu cpu{};           // per step, mean
   TimeNs step_cpu = 0;            // per step, mean, all phases
+  TimeNs later_cpu = 0;           // per step, mean, all phases, of the steps after the first
   TimeNs check_residency = 0;     // the residency phase of the step with the 30 s check
   TimeNs full_read = 0;           // a read of every tracked page's node (the check's predecessor)
   std::uint64_t asked = 0;        // pages the residency reader has asked the query about
@@ -89,6 +90,7 @@ void measure_steps(agent::Controller& ctl, agent::Telemetry& tel, int steps, Tim
                    TimeNs interval, Before&& before_step, Figures& f,
                    agent::ResidencyReader reader) {
   const agent::LoopCpu start = ctl.state().cpu;
+  agent::LoopCpu first_end = start;  // after the first step (the 30 s check's)
   TimeNs now = first;
   for (int s = 0; s < steps; ++s) {
     now = before_step(s);
@@ -99,6 +101,7 @@ void measure_steps(agent::Controller& ctl, agent::Telemetry& tel, int steps, Tim
       return;
     }
     if (s == 0) {
+      first_end = ctl.state().cpu;
       const auto r = static_cast<std::size_t>(agent::LoopPhase::kResidency);
       f.check_residency = ctl.state().cpu[r] - pre[r];
       f.check_asked = f.asked - asked;
@@ -107,6 +110,7 @@ void measure_steps(agent::Controller& ctl, agent::Telemetry& tel, int steps, Tim
   for (std::size_t i = 0; i < agent::kLoopPhases; ++i) {
     f.cpu[i] = (ctl.state().cpu[i] - start[i]) / steps;
     f.step_cpu += f.cpu[i];
+    if (steps > 1) f.later_cpu += (ctl.state().cpu[i] - first_end[i]) / (steps - 1);
   }
   f.plan = time_plan(ctl.state(), now);
   f.full_read = time_full_read(ctl.state(), std::move(reader));
