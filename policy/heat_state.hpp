@@ -116,8 +116,8 @@ class PagePack {
   [[nodiscard]] std::size_t tracked_pages() const { return tracked_; }
   [[nodiscard]] std::size_t located_pages() const { return located_; }
   // The earliest and the latest last access of the 512 pages (tracked or not).
-  // The earliest is kept as pages change (no walk); the latest is a walk.
-  [[nodiscard]] std::uint32_t earliest_access() const { return earliest_; }
+  // The earliest is the parts' (no walk); the latest is a walk.
+  [[nodiscard]] std::uint32_t earliest_access() const;
   [[nodiscard]] std::uint32_t latest_access() const;
   // Bounds kept as pages change, for walks that skip a chunk that cannot matter
   // to them (the planner's scan: GroupRules::yields_none): no page's last access
@@ -186,8 +186,6 @@ class PagePack {
     return wide_index_ ? wide_index_[i] : index_[i];
   }
   void set_access(std::size_t i, std::uint32_t tick);
-  // Keeps earliest_, at_earliest_ and latest_bound_ as a page's access goes from old_tick to tick.
-  void note_access(std::uint32_t old_tick, std::uint32_t tick);
   // The index of `r` in rests_, added if new (for page `i`, whose old one may go).
   std::uint16_t rest_index(std::size_t i, const Rest& r);
   // Drops the rests no page uses, keeping the order of the others.
@@ -198,10 +196,8 @@ class PagePack {
   std::array<std::uint8_t, kPages> index_{};    // into rests_ (while not wide)
   std::uint64_t version_ = 0;
   std::uint32_t base_ = 0;
-  std::uint32_t earliest_ = 0;      // the earliest last access of the 512
   std::uint32_t latest_bound_ = 0;  // >= every last access
   float heat_bound_ = 0.0F;         // >= every heat
-  std::uint16_t at_earliest_ = 0;   // pages whose last access is earliest_
   std::uint16_t tracked_ = 0;
   std::uint16_t located_ = 0;
   std::unique_ptr<std::uint32_t[]> wide_access_;  // last_access, once a span is too wide

@@ -27,10 +27,8 @@ constexpr std::size_t kNarrowRests = std::size_t{std::numeric_limits<std::uint8_
 PagePack::PagePack(const HeatState& all)
     : version_(next_version()),
       base_(all.last_access),
-      earliest_(all.last_access),
       latest_bound_(all.last_access),
       heat_bound_(all.heat),
-      at_earliest_(static_cast<std::uint16_t>(kPages)),
       tracked_(static_cast<std::uint16_t>(all.tracked() ? kPages : 0)),
       located_(static_cast<std::uint16_t>(all.tracked() && all.node >= 0 ? kPages : 0)) {
   heat_.fill(all.heat);
@@ -54,6 +52,20 @@ void PagePack::leave_share(std::size_t i) {
   // The last page at the share's earliest leaves: the next earliest of the others.
   std::uint32_t lo = std::numeric_limits<std::uint32_t>::max();
   std::uint16_t n = 0;
+  if (!wide_access_ && !wide_index_) {
+    // The common layout, branch-free: the least offset among the share's pages but i.
+    std::uint16_t least = std::numeric_limits<std::uint16_t>::max();
+    for (std::size_t p = 0; p < kPages; ++p) {
+      const bool mine = index_[p] == r && p != i;
+      least = std::min(least, mine ? access_[p] : std::numeric_limits<std::uint16_t>::max());
+    }
+    for (std::size_t p = 0; p < kPages; ++p) {
+      n = static_cast<std::uint16_t>(n + (index_[p] == r && p != i && access_[p] == least ? 1 : 0));
+    }
+    sh.earliest = base_ + least;
+    sh.at_earliest = n;
+    return;
+  }
   for (std::size_t p = 0; p < kPages; ++p) {
     if (p == i || index(p) != r) continue;
     const std::uint32_t a = access(p);
@@ -148,9 +160,8 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   leave_share(i);
   heat_[i] = s.heat;
   heat_bound_ = std::max(heat_bound_, s.heat);
-  const std::uint32_t old_access = access(i);
+  latest_bound_ = std::max(latest_bound_, s.last_access);
   set_access(i, s.last_access);
-  note_access(old_access, s.last_access);
   const std::uint16_t r =
       rest_index(i, Rest{.last_moved = s.last_moved, .node = s.node, .flags = s.flags});
   if (wide_index_) {
@@ -171,32 +182,12 @@ void PagePack::set(std::size_t i, const HeatState& s) {
   ++sh.pages;
 }
 
-void PagePack::note_access(std::uint32_t old_tick, std::uint32_t tick) {
-  latest_bound_ = std::max(latest_bound_, tick);
-  if (tick == old_tick) return;
-  if (tick < earliest_) {
-    earliest_ = tick;
-    at_earliest_ = 1;
-    return;
-  }
-  if (tick == earliest_) {
-    ++at_earliest_;
-    return;
-  }
-  if (old_tick != earliest_ || --at_earliest_ > 0) return;
-  // The last page at the earliest moved on: the next earliest, and how many have it.
+std::uint32_t PagePack::earliest_access() const {
   std::uint32_t lo = std::numeric_limits<std::uint32_t>::max();
-  std::uint16_t n = 0;
-  for (std::size_t p = 0; p < kPages; ++p) {
-    const std::uint32_t a = access(p);
-    if (a < lo) {
-      lo = a;
-      n = 0;
-    }
-    if (a == lo) ++n;
+  for (const Share& sh : shares_) {
+    if (sh.pages > 0) lo = std::min(lo, sh.earliest);
   }
-  earliest_ = lo;
-  at_earliest_ = n;
+  return lo;
 }
 
 std::uint16_t PagePack::flags_any() const {
