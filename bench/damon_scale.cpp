@@ -5,7 +5,8 @@
 // vaddr monitors virtual ranges), touches --resident-mib of it in 64 KiB blocks
 // spread evenly over the mapping (the KV shape: blocks of many sequences), and
 // keeps every --hot-every'th block hot (one word a page, again and again, with
-// a TLB flush after each pass: under QEMU TCG DAMON sees no access without it).
+// a TLB flush after each pass: under QEMU TCG DAMON sees no access without it);
+// with --hot clustered the hot blocks sit side by side in the middle instead.
 // kvtierd's own DAMON source watches the mapping as kvtierd would (the shipped
 // defaults: "auto" intervals and region bounds from policy::Config{}), and every
 // step (--step-s, kvtierd's interval) the regions are drained and added to two
@@ -20,6 +21,7 @@
 //
 // Usage: kvtier_damon_scale [--sizes-gib 1,4,16,64] [--seconds S] [--warmup-s S]
 //                           [--step-s S] [--resident-mib N] [--hot-every K]
+//                           [--hot spread|clustered]
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -71,6 +73,7 @@ struct Args {
   double step_s = 5;
   std::uint64_t resident_mib = 64;
   std::uint64_t hot_every = 16;
+  bool clustered = false;  // the hot blocks side by side (one hot sequence), else spread
 };
 
 // What the child tells the parent, in shared memory.
@@ -98,10 +101,13 @@ struct Workload {
   const std::uint64_t blocks = std::max<std::uint64_t>(a.resident_mib * kMiB / kBlock, 1);
   const std::uint64_t stride = std::max<std::uint64_t>(bytes / blocks / kBlock, 1) * kBlock;
   std::vector<char*> hot;
+  // Clustered: the hot blocks side by side in the middle of the mapping.
+  char* cluster = buf + (bytes / 2 / kBlock) * kBlock;
   for (std::uint64_t b = 0; b < blocks && b * stride + kBlock <= bytes; ++b) {
-    char* blk = buf + b * stride;
+    const bool is_hot = b % a.hot_every == 0;
+    char* blk = is_hot && a.clustered ? cluster + (b / a.hot_every) * kBlock : buf + b * stride;
     for (std::uint64_t p = 0; p < kBlock; p += kPage) blk[p] = 1;
-    if (b % a.hot_every == 0) hot.push_back(blk);
+    if (is_hot) hot.push_back(blk);
   }
   constexpr std::size_t kScratch = 64 * kPage;  // dropping it flushes the whole TLB
   auto* scratch = static_cast<char*>(
@@ -402,6 +408,8 @@ bool parse(int argc, char** argv, Args& a) {
       a.resident_mib = std::strtoull(v.c_str(), nullptr, 10);
     } else if (k == "--hot-every") {
       a.hot_every = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (k == "--hot" && (v == "spread" || v == "clustered")) {
+      a.clustered = v == "clustered";
     } else {
       return false;
     }
@@ -418,7 +426,8 @@ int run(int argc, char** argv) {
   if (!parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: kvtier_damon_scale [--sizes-gib 1,4,16,64 (ascending)] [--seconds S] "
-                 "[--warmup-s S] [--step-s S] [--resident-mib N] [--hot-every K]\n");
+                 "[--warmup-s S] [--step-s S] [--resident-mib N] [--hot-every K] "
+                 "[--hot spread|clustered]\n");
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
