@@ -21,7 +21,9 @@
 //
 // Usage: kvtier_damon_scale [--sizes-gib 1,4,16,64] [--seconds S] [--warmup-s S]
 //                           [--step-s S] [--resident-mib N] [--hot-every K]
-//                           [--hot spread|clustered]
+//                           [--hot spread|clustered] [--min-regions N --max-regions N]
+// --min-regions/--max-regions: DAMON's region bounds as [sources] damon_min_regions and
+// damon_max_regions set them (default "auto").
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -39,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -74,6 +77,9 @@ struct Args {
   std::uint64_t resident_mib = 64;
   std::uint64_t hot_every = 16;
   bool clustered = false;  // the hot blocks side by side (one hot sequence), else spread
+  // [sources] damon_min_regions / damon_max_regions; unset: "auto", the shipped default.
+  std::optional<std::uint64_t> min_regions;
+  std::optional<std::uint64_t> max_regions;
 };
 
 // What the child tells the parent, in shared memory.
@@ -284,7 +290,9 @@ Result<void> step(agent::DamonSource& src, Tables& t, const Workload& w, Figures
 
 // Watches the running workload `w` with kvtierd's DAMON source.
 Result<void> watch(const Args& a, const Workload& w, Figures& f) {
-  const agent::DamonOptions opts = agent::source_options(policy::Config{}).damon;
+  agent::DamonOptions opts = agent::source_options(policy::Config{}).damon;
+  opts.min_regions = a.min_regions;
+  opts.max_regions = a.max_regions;
   agent::DamonSource src(agent::HostPaths{}, opts);
   if (const auto av = src.probe(); !av.ok) return fail(fmt::format("damon: {}", av.why));
   if (auto ok = src.start(); !ok) return ok;
@@ -408,6 +416,10 @@ bool parse(int argc, char** argv, Args& a) {
       a.resident_mib = std::strtoull(v.c_str(), nullptr, 10);
     } else if (k == "--hot-every") {
       a.hot_every = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (k == "--min-regions") {
+      a.min_regions = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (k == "--max-regions") {
+      a.max_regions = std::strtoull(v.c_str(), nullptr, 10);
     } else if (k == "--hot" && (v == "spread" || v == "clustered")) {
       a.clustered = v == "clustered";
     } else {
@@ -417,8 +429,10 @@ bool parse(int argc, char** argv, Args& a) {
   const bool sizes_ok = !a.sizes_gib.empty() &&
                         std::ranges::all_of(a.sizes_gib, [](auto g) { return g > 0; }) &&
                         std::ranges::is_sorted(a.sizes_gib);
-  return argc % 2 == 1 && sizes_ok && a.seconds > 0 && a.step_s > 0 && a.warmup_s >= 0 &&
-         a.resident_mib > 0 && a.hot_every > 0;
+  const bool bounds_ok = a.min_regions.value_or(3) >= 3 && a.max_regions.value_or(3) >= 3 &&
+                         a.min_regions.value_or(0) <= a.max_regions.value_or(UINT64_MAX);
+  return argc % 2 == 1 && sizes_ok && bounds_ok && a.seconds > 0 && a.step_s > 0 &&
+         a.warmup_s >= 0 && a.resident_mib > 0 && a.hot_every > 0;
 }
 
 int run(int argc, char** argv) {
@@ -427,7 +441,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: kvtier_damon_scale [--sizes-gib 1,4,16,64 (ascending)] [--seconds S] "
                  "[--warmup-s S] [--step-s S] [--resident-mib N] [--hot-every K] "
-                 "[--hot spread|clustered]\n");
+                 "[--hot spread|clustered] [--min-regions N --max-regions N]\n");
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
