@@ -255,16 +255,21 @@ void Ingest::add_to_heat(const SourceBatch& batch) {
   for (const auto& r : batch.regions) {
     Target* t = s_.targets.find(r.pid);
     if (t == nullptr) continue;
-    bool any = false;
-    for (const auto& v : t->vmas) {
-      if (v.end <= r.range.start) continue;
+    // The first mapping that ends past the region's start (t->vmas is sorted, disjoint).
+    const auto from = std::ranges::upper_bound(t->vmas, r.range.start, {}, &AddrRange::end);
+    if (from == t->vmas.end() || from->start >= r.range.end) continue;
+    ++used;
+    // Page granularity: a region found idle changes no page that is tracked (it
+    // only dates untracked ones), and every page of t->vmas is tracked
+    // (TargetSet::track_vmas), so its walk over the pages, 2 MiB at a time, is
+    // skipped: DAMON's idle regions span most of a large pool at every aggregation.
+    if (r.nr_accesses == 0 && t->heat->granularity() == policy::Granularity::kPage) continue;
+    for (const auto& v : std::ranges::subrange(from, t->vmas.end())) {
       if (v.start >= r.range.end) break;
       RegionAccess part = r;
       part.range = {std::max(v.start, r.range.start), std::min(v.end, r.range.end)};
       t->heat->add(part);
-      any = true;
     }
-    if (any) ++used;
   }
   spdlog::debug("step {}: {} samples, {} regions, {} for targets", s_.steps, batch.samples.size(),
                 batch.regions.size(), used);

@@ -167,8 +167,10 @@ std::vector<AddrRange> split_evenly(std::span<const AddrRange> ranges, std::uint
   for (const auto& r : ranges) total += r.bytes();
   std::vector<AddrRange> out;
   if (total == 0) return out;
-  const std::uint64_t piece =
-      std::max<std::uint64_t>(total / std::max<std::uint64_t>(count, 1) / kPageSize, 1) * kPageSize;
+  // Rounded up to whole pages: one range never gives more pieces than `count`.
+  const std::uint64_t pages = total / kPageSize;
+  const std::uint64_t n = std::max<std::uint64_t>(count, 1);
+  const std::uint64_t piece = std::max<std::uint64_t>((pages + n - 1) / n, 1) * kPageSize;
   for (const auto& r : ranges) {
     for (std::uint64_t a = r.start; a < r.end; a += piece) {
       out.push_back({a, std::min(r.end, a + piece)});

@@ -55,8 +55,10 @@ struct DamonSizing {
 // values where they are set, auto-sized where not.
 DamonSizing damon_sizing(const DamonOptions& opts, std::uint64_t tracked_bytes);
 
-// Initial regions: each range cut into equal pieces (whole pages), about `count`
-// over all of them, so DAMON starts at its minimum region count.
+// Initial regions: each range cut into equal pieces (whole pages, rounded up),
+// about `count` over all of them, so DAMON starts at its minimum region count.
+// One range gives at most `count` (the minimum may equal DAMON's maximum); each
+// further range may add one, for its shorter last piece.
 std::vector<AddrRange> split_evenly(std::span<const AddrRange> ranges, std::uint64_t count);
 
 class DamonSource final : public HotnessSource {

@@ -850,6 +850,39 @@ TEST(Controller, DamonStandsByWhileHintFaultsSeeDram) {
   EXPECT_EQ(loop.collects, 2);
 }
 
+// DAMON beside the faults (page granularity): a region found idle changes no
+// tracked page, so kvtierd does not walk it. One that cuts 2 MiB chunks in the
+// middle leaves the heat state as small as no report at all (a walk would have
+// unpacked the chunks it cuts), and every plan is the same.
+TEST(Controller, IdleDamonRegionsLeaveTheHeatStateAlone) {
+  const std::string keep = std::string(kConfig) + "[tiering]\nnuma_balancing = \"keep\"\n";
+  auto idle = [](TimeNs now, const std::vector<Pid>& pids, SourceBatch& out) {
+    for (Pid pid : pids) {
+      out.regions.push_back(RegionAccess{.pid = pid,
+                                         .range = {kPool + kMiB + 12288, kPool + 3 * kMiB + 20480},
+                                         .nr_accesses = 0,
+                                         .max_nr_accesses = 5,
+                                         .time = now});
+    }
+  };
+  auto nothing = [](TimeNs, const std::vector<Pid>&, SourceBatch&) {};
+  Loop with(idle, true, SourceKind::kDamon, keep, false,
+            std::pair{SourceKind::kFault, ScriptedSource::Script(hot_and_warm)});
+  Loop without(nothing, true, SourceKind::kDamon, keep, false,
+               std::pair{SourceKind::kFault, ScriptedSource::Script(hot_and_warm)});
+  with.steps_until(kT0 + 20 * kSec);
+  without.steps_until(kT0 + 20 * kSec);
+  ASSERT_EQ(with.collects, without.collects);
+  ASSERT_GT(with.collects, 0) << "DAMON runs under \"keep\"";
+  const auto a = with.targets(kT0 + 20 * kSec)[0];
+  const auto b = without.targets(kT0 + 20 * kSec)[0];
+  EXPECT_EQ(a["heat_state_bytes"], b["heat_state_bytes"]) << a.dump();
+  ASSERT_EQ(with.mover->calls.size(), without.mover->calls.size());
+  for (std::size_t i = 0; i < with.mover->calls.size(); ++i) {
+    EXPECT_EQ(with.mover->calls[i].ranges, without.mover->calls[i].ranges) << i;
+  }
+}
+
 // The kernel's NUMA scan runs once per scan period of a process's own CPU time
 // (/proc/PID/stat's utime + stime): a target that runs 0.1% of a CPU is gone
 // through less often than once per its 10 s cold age, so hint faults miss its

@@ -51,11 +51,18 @@ TEST(DamonSizing, InitialRegionsCutEveryRangeInWholePages) {
   }
   EXPECT_EQ(r.front().start, 0x10000000U);
   EXPECT_EQ(r.back().end, 0x20000000U + 2 * kMiB);
-  // Not a divisor: pieces of whole pages, the last one of a range shorter.
+  // Not a divisor: pieces of whole pages rounded up, the last one of a range shorter, and
+  // never more than asked (DAMON's minimum may equal its maximum: 1 TiB in 250 was 251).
   const auto odd = split_evenly(std::vector<AddrRange>{{0, 10 * kPageSize}}, 3);
-  ASSERT_EQ(odd.size(), 4U);
-  EXPECT_EQ(odd[0].bytes(), 3 * kPageSize);
-  EXPECT_EQ(odd[3].bytes(), kPageSize);
+  ASSERT_EQ(odd.size(), 3U);
+  EXPECT_EQ(odd[0].bytes(), 4 * kPageSize);
+  EXPECT_EQ(odd[2].bytes(), 2 * kPageSize);
+  const std::uint64_t tib = 1ULL << 40;
+  const auto big = split_evenly(std::vector<AddrRange>{{tib, 2 * tib}}, 250);
+  ASSERT_EQ(big.size(), 250U);
+  EXPECT_EQ(big.front().start, tib);
+  EXPECT_EQ(big.back().end, 2 * tib);
+  for (std::size_t i = 1; i < big.size(); ++i) EXPECT_EQ(big[i].start, big[i - 1].end);
   EXPECT_TRUE(split_evenly({}, 5).empty());
 }
 
