@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -38,8 +39,8 @@ class IdleYield {
 
   // How many runs the watcher had to end (the bound passed before the work
   // did), and the runs in all.
-  [[nodiscard]] std::uint64_t bounded() const { return bounded_; }
-  [[nodiscard]] std::uint64_t runs() const { return runs_; }
+  [[nodiscard]] std::uint64_t bounded() const { return bounded_.load(); }
+  [[nodiscard]] std::uint64_t runs() const { return runs_.load(); }
 
  private:
   explicit IdleYield(std::chrono::milliseconds bound) : bound_(bound) {}
@@ -52,8 +53,8 @@ class IdleYield {
   bool armed_ = false;
   bool restore_failed_ = false;
   std::chrono::steady_clock::time_point deadline_;
-  std::uint64_t bounded_ = 0;
-  std::uint64_t runs_ = 0;
+  std::atomic<std::uint64_t> bounded_ = 0;  // read by status without the lock
+  std::atomic<std::uint64_t> runs_ = 0;
   std::jthread watcher_;
 };
 
