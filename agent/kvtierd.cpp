@@ -109,6 +109,7 @@ Result<agent::DaemonSettings> settings_from(const Options& opt, const kvtier::po
   s.promote_interval =
       std::chrono::milliseconds(cfg.daemon.promote_interval.value_or(0) / 1'000'000);
   s.promote_wake = std::chrono::milliseconds(cfg.daemon.promote_wake.value_or(0) / 1'000'000);
+  s.promote_yield = std::chrono::milliseconds(cfg.daemon.promote_yield.value_or(0) / 1'000'000);
   s.log_level = opt.log_level.empty()
                     ? std::string(kvtier::policy::log_level_name(cfg.logging.level))
                     : opt.log_level;

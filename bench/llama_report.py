@@ -9,6 +9,18 @@ unused bytes), the clients' TTFT p50/p99 and decode tokens/s (and each as a rati
 the same repeat), failed requests, kvtierd's CPU, the server's CPU per generated token, and
 integrity (the fixed prompts' completions identical to none's in the same repeat).
 
+The clients' figures that compare like with like (paired_ratios): kvtier_llama_load sends each
+turn at its trace time (one client per conversation, open loop), so every run sends the same
+requests at the same times, and a request of one run is paired with the same conversation's
+same turn in the run it is compared with. Per pair: TTFT (queueing and prompt) and decode
+(ms per token after the first; requests with 2 or more tokens) as a ratio, the median over the
+pairs, over all of them, over those sent after the warm-up, and over those that had no other
+request in flight in either run. The run's decode tokens/s (generated tokens over the server's
+decode time) is kept, labelled as the old figure: it is dominated by the requests that overlap
+(their decode time includes the prompts batched with them), so it moves with the overlap.
+With --repeat 2 or more, each none run after the first is compared with the first the same
+way: the spread of none against none, the difference these figures can resolve.
+
 Usage: llama_report.py OUT [--warmup S]
 """
 import argparse
@@ -88,6 +100,72 @@ def alone_rates(ok):
             "alone_prompt_ms_per_token": pr_ms / pr_n if pr_n else None}
 
 
+def in_flight(ok):
+    """Per request (by index), how many others overlapped it in its own run."""
+    spans = [(x["t"], x["t"] + x["wall_s"]) for x in ok]
+    return [sum(1 for j, (a, b) in enumerate(spans) if j != i and a < e and b > s)
+            for i, (s, e) in enumerate(spans)]
+
+
+def request_key(x):
+    return (x.get("conv"), x.get("turn"))
+
+
+def decode_ms_per_token(x):
+    n = x.get("predicted_n") or 0
+    return x["predicted_ms"] / (n - 1) if n >= 2 and x.get("predicted_ms") else None
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def paired_ratios(run_ok, base_ok, warmup):
+    """The same requests in two runs (same conversation and turn), paired. Returns the medians of
+    run / base for TTFT and of base / run for decode speed (above 1: the run is faster), over
+    all pairs, those sent at or after the warm-up, and those alone in both runs; the pairs'
+    count, how many requests of either run found no pair, and the largest difference in send
+    time between the two runs (the schedule's identity)."""
+    ok_r = [x for x in run_ok if "wall_s" in x and "t" in x]
+    ok_b = [x for x in base_ok if "wall_s" in x and "t" in x]
+    base = {request_key(x): (x, n) for x, n in zip(ok_b, in_flight(ok_b))}
+    out = {"pairs": 0, "unpaired": 0, "send_skew_s": 0.0}
+    sets = {"all": ([], []), "steady": ([], []), "alone": ([], [])}
+    for x, n in zip(ok_r, in_flight(ok_r)):
+        b = base.get(request_key(x))
+        if b is None:
+            out["unpaired"] += 1
+            continue
+        b, nb = b
+        out["pairs"] += 1
+        out["send_skew_s"] = max(out["send_skew_s"], abs(x["t"] - b["t"]))
+        keys = ["all"] + (["steady"] if b["t"] >= warmup else []) + (["alone"] if n == nb == 0 else [])
+        tt = x["ttft_s"] / b["ttft_s"] if b.get("ttft_s") else None
+        dr, db = decode_ms_per_token(x), decode_ms_per_token(b)
+        dec = db / dr if dr and db else None
+        for k in keys:
+            if tt is not None:
+                sets[k][0].append(tt)
+            if dec is not None:
+                sets[k][1].append(dec)
+    out["unpaired"] += len(ok_b) - out["pairs"]
+    for k, (tt, dec) in sets.items():
+        out[f"ttft_{k}"] = median(tt)
+        out[f"decode_{k}"] = median(dec)
+        out[f"n_ttft_{k}"] = len(tt)
+        out[f"n_decode_{k}"] = len(dec)
+    return out
+
+
+def throughput(ok):
+    """Generated tokens per second of wall time, from the first request sent to the last answer."""
+    ok = [x for x in ok if "wall_s" in x and "t" in x]
+    if not ok:
+        return None
+    span = max(x["t"] + x["wall_s"] for x in ok) - min(x["t"] for x in ok)
+    return sum(max(x.get("predicted_n", 0), 0) for x in ok) / span if span > 0 else None
+
+
 def summarize(lines, warmup):
     """One run's figures from its lines."""
     req = [x for x in lines if x.get("type") == "request"]
@@ -111,6 +189,8 @@ def summarize(lines, warmup):
     if pred_ms > 0:
         r["decode_tps"] = r["predicted_tokens"] / (pred_ms / 1000)
     r.update(alone_rates(ok))
+    r["tokens_per_wall_s"] = throughput(ok)
+    r["ok_requests"] = ok
     late = [t for t in truth if t["t"] >= warmup]
     if late:
         r["hot_on_node1_bytes"] = statistics.mean(t["active"]["1"] for t in late)
@@ -163,6 +243,38 @@ def ratio(a, b):
     return None if a is None or not b else a / b
 
 
+def paired_table(runs, warmup):
+    """The clients' figures request by request against none (and none against the first none)."""
+    rows = [
+        "The same requests, paired (conversation and turn) against none of the same repeat (none "
+        "runs after the first: against the first none). TTFT: median of the ratio (x none, lower is "
+        "better); decode: median of none's ms per token over the run's (x none, higher is better), "
+        f"requests of 2 or more tokens; steady: sent at or after {warmup:.0f} s; alone: no other "
+        "request in flight in either run. Tokens per wall second: generated tokens from the first "
+        "send to the last answer. Old figure: the run's decode tok/s over the server's decode time "
+        "(moves with the overlap).",
+        "",
+        "| run | mode | against | pairs (unpaired), send skew s | TTFT all / steady / alone (x) "
+        "| decode all / steady / alone (x) | tokens per wall s (x) | old figure: decode tok/s (x) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        v = r.get("vs_none") or r.get("vs_first_none")
+        if not v:
+            continue
+        p = v["paired"]
+
+        def trio(kind, p=p):
+            return " / ".join(f"{fmt(p[f'{kind}_{k}'], digits=3)} ({p[f'n_{kind}_{k}']})"
+                              for k in ("all", "steady", "alone"))
+        against = "none" if r.get("vs_none") else "none-1"
+        rows.append(
+            f"| {r['run']} | {r['mode']} | {against} | {p['pairs']} ({p['unpaired']}), {p['send_skew_s']:.2f} "
+            f"| {trio('ttft')} | {trio('decode')} | {fmt(r.get('tokens_per_wall_s'), digits=3)} "
+            f"({fmt(v.get('tokens_per_wall_s'), digits=3)}) | {fmt(r['decode_tps'])} ({fmt(v.get('decode_tps'), digits=3)}) |")
+    return "\n".join(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -182,6 +294,7 @@ def main():
         print(f"llama_report: no *.meta.json in {a.out}", file=sys.stderr)
         return 1
     none = {r["run"]: r for r in runs if r["mode"] == "none"}
+    first_none = none[min(none)] if none else None
     for r in runs:
         base = none.get(r["run"])
         r["vs_none"] = None
@@ -195,6 +308,16 @@ def main():
                 "alone_decode": ratio(r.get("alone_decode_ms_per_token"), base.get("alone_decode_ms_per_token")),
                 "alone_prompt": ratio(r.get("alone_prompt_ms_per_token"), base.get("alone_prompt_ms_per_token")),
                 "integrity_identical": bool(r["integrity"]) and r["integrity"] == base["integrity"],
+                "tokens_per_wall_s": ratio(r.get("tokens_per_wall_s"), base.get("tokens_per_wall_s")),
+                "paired": paired_ratios(r["ok_requests"], base["ok_requests"], a.warmup),
+            }
+        elif r is base and first_none is not None and r is not first_none:
+            # none against none: the spread the paired figures can resolve
+            r["vs_first_none"] = {
+                "decode_tps": ratio(r["decode_tps"], first_none["decode_tps"]),
+                "ttft_p99": ratio(r["ttft_p99_s"], first_none["ttft_p99_s"]),
+                "tokens_per_wall_s": ratio(r.get("tokens_per_wall_s"), first_none.get("tokens_per_wall_s")),
+                "paired": paired_ratios(r["ok_requests"], first_none["ok_requests"], a.warmup),
             }
     order = {"none": 0, "kernel": 1, "kvtier": 2}
     runs.sort(key=lambda r: (r["run"], order.get(r["mode"], 9), r["mode"]))
@@ -228,11 +351,13 @@ def main():
             f"| {integ} |")
         if r["why"] or r["errors"]:
             rows.append(f"|  | | {r['why']} {'; '.join(str(e) for e in r['errors'])} | | | | | | | | | | | |")
+    rows += ["", paired_table(runs, a.warmup)]
     with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
         f.write("# llama-server in the tiered guest (scripts/bench.sh --workload llama-server)\n\n")
         f.write("\n".join(rows) + "\n")
     for r in runs:
         r.pop("integrity", None)
+        r.pop("ok_requests", None)
     with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(runs, f, indent=1)
     print("\n".join(rows))

@@ -65,6 +65,10 @@ struct DaemonConfig {
   // return watch) the promotion tick runs, gathering the touches that follow;
   // nullopt: it waits for promote_interval.
   std::optional<TimeNs> promote_wake = 5 * kNsPerMs;
+  // How long the promotion tick may wait for a CPU that nothing else wants (it
+  // runs at SCHED_IDLE: between the workload's passes, or on an idle CPU) before
+  // it runs at kvtierd's own priority; nullopt: it runs at once.
+  std::optional<TimeNs> promote_yield;
   // Always-on recording (docs/recording.md): kvtierd records every step into a
   // new file at this path from start-up ("" : only on `kvtierctl record start`).
   // The file must not exist yet; the recording stops at either limit.

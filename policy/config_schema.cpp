@@ -97,6 +97,7 @@ void read_daemon(Section s, DaemonConfig& d) {
   s.duration("interval", d.interval, 100 * kNsPerMs, kHour);
   s.optional_duration("promote_interval", d.promote_interval, 100 * kNsPerMs, kHour);
   s.optional_duration("promote_wake", d.promote_wake, kNsPerMs, 10 * kNsPerSec);
+  s.optional_duration("promote_yield", d.promote_yield, kNsPerMs, 10 * kNsPerSec);
   s.string("record", d.record, "an absolute path", check_absolute);
   s.size("record_max_bytes", d.record_max_bytes, 4096, 1ULL << 40);
   s.duration("record_max_duration", d.record_max_duration, kNsPerSec, kHour * 24 * 30);

@@ -18,6 +18,7 @@
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/event_loop.hpp"
+#include "agent/daemon/idle_yield.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
 #include "agent/host/clock.hpp"
 #include "agent/telemetry/telemetry.hpp"
@@ -125,6 +126,7 @@ Result<void> Daemon::start() {
   if (!timer) return std::unexpected(timer.error());
   step_timer_ = *timer;
   arm_promote_timer();
+  apply_promote_yield();
   sync_wake_fd();
   if (auto wd = sd_.watchdog_interval()) {
     auto wt = loop_->add_timer(std::chrono::nanoseconds(0), *wd, [this] { sd_.watchdog(); });
@@ -238,6 +240,7 @@ bool Daemon::reload() {
     }
   }
   if (settings_.promote_interval != old.promote_interval && started_) arm_promote_timer();
+  if (settings_.promote_yield != old.promote_yield && started_) apply_promote_yield();
   if (started_) sync_wake_fd();
   if (settings_.prometheus_enabled != old.prometheus_enabled ||
       settings_.prometheus_listen != old.prometheus_listen ||
@@ -319,6 +322,19 @@ void Daemon::arm_promote_timer() {
   }
 }
 
+// The promotion tick at SCHED_IDLE for at most promote_yield (idle_yield.hpp).
+// Refused (no CAP_SYS_NICE to come back): logged, and the tick runs at once.
+void Daemon::apply_promote_yield() {
+  idle_yield_.reset();
+  if (settings_.promote_yield.count() <= 0 || !hooks_.promote) return;
+  auto y = IdleYield::create(settings_.promote_yield);
+  if (!y) {
+    spdlog::error("{}; the promotion tick runs at once", y.error().message);
+    return;
+  }
+  idle_yield_ = std::move(*y);
+}
+
 // The return watch's fd, registered while there is one and promote_wake is set;
 // a different fd (the sources restarted) replaces the old one.
 void Daemon::sync_wake_fd() {
@@ -373,12 +389,19 @@ void Daemon::on_wake() {
 // step reports them; a tick only logs at debug level.
 void Daemon::promote_now() {
   if (paused_) return;
-  try {
-    if (auto r = hooks_.promote(monotonic_now(), telemetry_); !r) {
-      spdlog::debug("promotion tick: {}", r.error().message);
+  auto tick = [this] {
+    try {
+      if (auto r = hooks_.promote(monotonic_now(), telemetry_); !r) {
+        spdlog::debug("promotion tick: {}", r.error().message);
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("promotion tick threw: {}", e.what());
     }
-  } catch (const std::exception& e) {
-    spdlog::error("promotion tick threw: {}", e.what());
+  };
+  if (idle_yield_ && !idle_yield_->run(tick)) {
+    idle_yield_.reset();  // could not come back from SCHED_IDLE: logged; no more
+  } else if (!idle_yield_) {
+    tick();
   }
   if (started_) sync_wake_fd();  // the loop may want no wake-ups until its next step
 }
@@ -413,6 +436,11 @@ json Daemon::status_json() const {
       {"interval_ms", settings_.interval.count()},
       {"steps", steps_},
       {"promote_wakes", wakes_},
+      {"promote_yield",
+       {{"ms", settings_.promote_yield.count()},
+        {"on", idle_yield_ != nullptr},
+        {"ticks", idle_yield_ ? idle_yield_->runs() : 0},
+        {"bounded", idle_yield_ ? idle_yield_->bounded() : 0}}},
       {"step_errors", step_errors_},
       {"last_step_ms", last_step_seconds_ * 1e3},
       {"last_step_error", last_step_error_.empty() ? json(nullptr) : json(last_step_error_)},

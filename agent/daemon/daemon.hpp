@@ -16,6 +16,7 @@
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon_settings.hpp"
 #include "agent/daemon/event_loop.hpp"
+#include "agent/daemon/idle_yield.hpp"
 #include "agent/daemon/prometheus_exporter.hpp"
 #include "agent/daemon/sd_notify.hpp"
 #include "agent/host/clock.hpp"
@@ -101,6 +102,7 @@ class Daemon {
   void publish_status();
   void promote_now();
   void arm_promote_timer();
+  void apply_promote_yield();
   void sync_wake_fd();
   void on_wake();
   void on_signal(int signo);
@@ -112,6 +114,7 @@ class Daemon {
   SdNotify sd_;
   std::unique_ptr<ControlServer> server_;
   std::unique_ptr<PrometheusExporter> exporter_;
+  std::unique_ptr<IdleYield> idle_yield_;  // promote_yield set (and allowed)
   std::map<std::string, ControlServer::Handler> commands_;
   std::optional<EventLoop::TimerId> step_timer_;
   std::optional<EventLoop::TimerId> promote_timer_;

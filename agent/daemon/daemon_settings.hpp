@@ -26,6 +26,10 @@ struct DaemonSettings {
   // How soon after the first touch of memory kvtier demoted the promotion tick
   // runs (gathering the touches that follow it); 0: it waits for its interval.
   std::chrono::milliseconds promote_wake{0};
+  // How long the promotion tick may wait for a CPU nothing else wants (it runs
+  // at SCHED_IDLE, idle_yield.hpp) before it runs at kvtierd's own priority;
+  // 0: it runs at once.
+  std::chrono::milliseconds promote_yield{0};
   std::string log_level = "info";
 
   friend bool operator==(const DaemonSettings&, const DaemonSettings&) = default;

@@ -10,8 +10,9 @@
 //
 // Output, JSON lines (--out, default stdout):
 //   {"type":"request","t","client","conv","turn","line","prompt_chars","n_predict","status":
-//    "ok"|"error"|"timeout","error","wall_s","ttft_s" (the answer's time less its decode time:
-//    queueing and the
+//    "ok"|"error"|"timeout","error","due_s" (the turn's trace time over --speed: the schedule),
+//    "late_s" (how long after due_s it was sent),"wall_s","ttft_s" (the answer's time less its
+//    decode time: queueing and the
 //    prompt),"prompt_ms","predicted_ms","decode_tps","tokens_cached","cache_n","prompt_n",
 //    "predicted_n","id_slot"}
 //   {"type":"metrics","t","values":{name: value}} every --metrics-every s (or "error")
@@ -55,7 +56,7 @@ struct Options {
   std::string trace;
   std::string format;
   std::uint16_t port = 8080;
-  unsigned clients = 4;
+  unsigned clients = 0;  // 0: one per conversation (open loop)
   lg::ConversationOptions conv{
       .max_conversations = 24, .min_turns = 2, .output_scale = 8, .max_predict = 16, .from_s = 0};
   std::size_t block_chars = 4;
@@ -106,8 +107,12 @@ class Replay {
 
   void run() {
     std::vector<std::jthread> threads;
-    threads.reserve(o_.clients);
-    for (unsigned c = 0; c < o_.clients; ++c) {
+    // With a client per conversation every turn is sent when it is due (or when the previous
+    // turn of its conversation answers, if later): the schedule is the trace's whatever the
+    // server's speed, the same in every run. Fewer clients make the replay closed loop.
+    const auto n = o_.clients == 0 ? static_cast<unsigned>(convs_.size()) : o_.clients;
+    threads.reserve(n);
+    for (unsigned c = 0; c < n; ++c) {
       threads.emplace_back([this, c] { client(c); });
     }
     std::jthread metrics([this](const std::stop_token& st) { scrape(st); });
@@ -173,14 +178,18 @@ class Replay {
     const std::string request =
         lg::http_request("POST", "/completion", "127.0.0.1",
                          lg::completion_body({.prompt = s.prompt, .n_predict = t.n_predict}));
+    const double due = (t.at_s - convs_.front().turns.front().at_s) / o_.speed;
+    const double sent = now();
     nlohmann::json rec = {{"type", "request"},
-                          {"t", now()},
+                          {"t", sent},
                           {"client", client_id},
                           {"conv", convs_[i].id},
                           {"turn", s.next},
                           {"line", t.line},
                           {"prompt_chars", s.prompt.size()},
                           {"n_predict", t.n_predict}};
+    rec["due_s"] = due;
+    rec["late_s"] = sent - due;
     lock.unlock();
     const auto t0 = Clock::now();
     auto raw = lg::http_exchange(o_.port, request, timeout());
@@ -355,7 +364,9 @@ static int parse_and_run(int argc, char** argv) {
   app.add_option("--trace", o.trace, "trace file (Mooncake .jsonl or Azure .csv)");
   app.add_option("--trace-format", o.format, "mooncake or azure (default: by extension)");
   app.add_option("--port", o.port, "llama-server's port on 127.0.0.1");
-  app.add_option("--clients", o.clients, "concurrent clients")->check(CLI::Range(1U, 256U));
+  app.add_option("--clients", o.clients,
+                 "concurrent clients (0: one per conversation, each turn sent when due)")
+      ->check(CLI::Range(0U, 4096U));
   app.add_option("--conversations", o.conv.max_conversations, "the first N conversations (0: all)");
   app.add_option("--min-turns", o.conv.min_turns, "leave out conversations with fewer turns");
   app.add_option("--from", o.conv.from_s, "trace time (s) of the first conversation");

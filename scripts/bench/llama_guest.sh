@@ -19,7 +19,7 @@
 set -u
 mode=${1:?mode}
 duration=${2:?duration}
-LOAD_CLIENTS=${LOAD_CLIENTS:-4}
+LOAD_CLIENTS=${LOAD_CLIENTS:-0} # 0: one per conversation, each turn sent when due (open loop)
 LOAD_CONVERSATIONS=${LOAD_CONVERSATIONS:-16}
 LOAD_SPEED=${LOAD_SPEED:-4}
 LOAD_BLOCK_CHARS=${LOAD_BLOCK_CHARS:-1}

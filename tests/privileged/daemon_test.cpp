@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include "agent/daemon/control_client.hpp"
 #include "agent/daemon/control_server.hpp"
 #include "agent/daemon/daemon.hpp"
+#include "agent/daemon/idle_yield.hpp"
 #include "fixture.hpp"
 #include "privileged/daemon_test_util.hpp"
 
@@ -450,6 +453,59 @@ TEST(Daemon, AWakeFdRunsThePromotionTickSoonOnceABurst) {
   EXPECT_EQ((*d)->status_json()["promote_wakes"], 2);
   d->reset();
   for (const int fd : wake) close(fd);
+}
+
+// promote_yield: the tick runs at SCHED_IDLE, and the watcher puts the thread
+// back to SCHED_OTHER when the bound passes before the tick ends.
+TEST(IdleYield, RunsAtSchedIdleAndIsPutBackAtTheBound) {
+  auto y = IdleYield::create(30ms);
+  ASSERT_TRUE(y) << y.error().message;
+  ASSERT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  int during = -1;
+  ASSERT_TRUE((*y)->run([&] { during = sched_getscheduler(0); }));
+  EXPECT_EQ(during, SCHED_IDLE);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER) << "back after the work";
+  EXPECT_EQ((*y)->bounded(), 0U);
+  // Work that outlasts the bound: spins until the watcher has put it back.
+  int late = -1;
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*y)->run([&] {
+    while (sched_getscheduler(0) == SCHED_IDLE && std::chrono::steady_clock::now() - began < 60s) {
+    }
+    late = sched_getscheduler(0);
+  }));
+  EXPECT_EQ(late, SCHED_OTHER);
+  EXPECT_GE(std::chrono::steady_clock::now() - began, 30ms) << "not before the bound";
+  EXPECT_EQ((*y)->bounded(), 1U);
+  EXPECT_EQ((*y)->runs(), 2U);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+}
+
+// With promote_yield set the daemon's promotion tick runs at SCHED_IDLE.
+TEST(Daemon, PromoteYieldRunsTheTickAtSchedIdle) {
+  Fixture dir;
+  auto log = std::make_shared<StepLog>();
+  DaemonHooks hooks = recording_hooks(log);
+  std::vector<int> policies;
+  hooks.promote = [&](TimeNs, Telemetry&) -> Result<void> {
+    policies.push_back(sched_getscheduler(0));
+    return {};
+  };
+  DaemonSettings s;
+  s.socket_path = dir.path() / "kvtierd.sock";
+  s.interval = 3600s;
+  s.promote_interval = 10ms;
+  s.promote_yield = 50ms;
+  auto d = Daemon::create(s, std::move(hooks));
+  ASSERT_TRUE(d) << d.error().message;
+  ASSERT_TRUE((*d)->start());
+  ASSERT_TRUE(pump_until(**d, [&] { return policies.size() >= 2; }));
+  EXPECT_EQ(policies[0], SCHED_IDLE);
+  EXPECT_EQ(policies[1], SCHED_IDLE);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  EXPECT_TRUE((*d)->status_json()["promote_yield"]["on"]);
+  EXPECT_GE((*d)->status_json()["promote_yield"]["ticks"], 2);
+  d->reset();
 }
 
 TEST(Daemon, StatusAndDumpOverTheSocket) {

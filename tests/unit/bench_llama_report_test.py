@@ -73,6 +73,35 @@ class Summary(unittest.TestCase):
         self.assertAlmostEqual(r["alone_prompt_ms_per_token"], 140 / 40)
         self.assertIsNone(llama_report.alone_rates([])["alone_decode_ms_per_token"])
 
+    def test_paired_ratios_compare_the_same_requests(self):
+        def req(conv, turn, t, wall, ttft, n, ms):
+            r = request(t, ttft, n, ms)
+            r.update({"conv": conv, "turn": turn, "wall_s": wall})
+            return r
+        base = [req(1, 0, 0, 1, 0.5, 5, 40),     # overlaps (1, 1) in the base run
+                req(1, 1, 0.5, 1, 0.2, 3, 20),
+                req(2, 0, 30, 1, 0.1, 1, 0),     # alone, steady, one token: no decode figure
+                req(3, 0, 40, 1, 0.4, 9, 80)]    # alone, steady
+        run = [req(1, 0, 0, 1, 1.0, 5, 80),      # twice the TTFT, half the decode speed
+               req(1, 1, 0.6, 1, 0.2, 3, 20),
+               req(2, 0, 30, 1, 0.3, 1, 0),
+               req(3, 0, 40.2, 1, 0.4, 9, 40),   # twice the decode speed
+               req(4, 0, 50, 1, 0.4, 9, 40)]     # not in the base run
+        p = llama_report.paired_ratios(run, base, warmup=20)
+        self.assertEqual((p["pairs"], p["unpaired"]), (4, 1))
+        self.assertAlmostEqual(p["send_skew_s"], 0.2)
+        self.assertEqual(p["ttft_all"], 1.5)  # median of 2, 1, 3, 1
+        self.assertEqual(p["decode_all"], 1.0)  # median of 0.5, 1, 2
+        self.assertAlmostEqual(p["ttft_steady"], 2.0)  # median of 3 and 1
+        self.assertEqual(p["n_ttft_steady"], 2)
+        self.assertEqual((p["decode_steady"], p["n_decode_steady"]), (2.0, 1))
+        self.assertEqual((p["decode_alone"], p["n_decode_alone"]), (2.0, 1))
+        self.assertIsNone(llama_report.paired_ratios([], base, 20)["decode_all"])
+
+    def test_throughput_over_the_wall_time_of_the_schedule(self):
+        ok = [dict(request(0, 0.1, 4, 30), wall_s=2), dict(request(6, 0.1, 6, 30), wall_s=4)]
+        self.assertEqual(llama_report.throughput(ok), 1.0)  # 10 tokens from 0 to 10 s
+
     def test_kvtierd_totals_summed_over_groups(self):
         status = {"feedback": [
             {"group": "a", "effective_cold_age_s": 15.0, "demoted_bytes": 3, "promoted_bytes": 2,
@@ -97,6 +126,8 @@ class Report(unittest.TestCase):
             with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
                 runs = {r["mode"]: r for r in json.load(f)}
             self.assertEqual(runs["kvtier"]["vs_none"]["decode_tps"], 0.5)
+            self.assertIn("paired", runs["kvtier"]["vs_none"])
+            self.assertNotIn("ok_requests", runs["kvtier"])
             self.assertFalse(runs["kvtier"]["vs_none"]["integrity_identical"])
             with open(os.path.join(out, "report.md"), encoding="utf-8") as f:
                 md = f.read()

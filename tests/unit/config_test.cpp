@@ -385,6 +385,18 @@ TEST(Config, DaemonPromoteWake) {
             "daemon.promote_wake");
 }
 
+// promote_yield: how long the promotion tick may wait at SCHED_IDLE; off by default.
+TEST(Config, DaemonPromoteYield) {
+  auto c = parse_config(kGroup, "t.toml");
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->daemon.promote_yield.has_value());
+  auto y = parse_config("[daemon]\npromote_yield = \"20ms\"\n" + kGroup, "t.toml");
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->daemon.promote_yield, 20 * kNsPerMs);
+  EXPECT_EQ(only_problem("[daemon]\npromote_yield = \"1min\"\n" + kGroup).key,
+            "daemon.promote_yield");
+}
+
 TEST(Config, AllProblemsAreReportedNotJustTheFirst) {
   auto p = problems_of(
       "[daemon]\ninterval = 1\n[limits]\nmin_free = \"-\"\nbogus = 1\n[[group]]\nname = \"\"\n");
