@@ -457,15 +457,20 @@ TEST(Daemon, AWakeFdRunsThePromotionTickSoonOnceABurst) {
 
 // promote_yield: the tick runs at SCHED_IDLE, and the watcher puts the thread
 // back to SCHED_OTHER when the bound passes before the tick ends.
+// The first run's bound is a minute: at SCHED_IDLE on a loaded machine (CI runs
+// lint beside the tests) the work may wait far longer than a short bound.
 TEST(IdleYield, RunsAtSchedIdleAndIsPutBackAtTheBound) {
-  auto y = IdleYield::create(30ms);
-  ASSERT_TRUE(y) << y.error().message;
+  auto unbounded = IdleYield::create(60s);
+  ASSERT_TRUE(unbounded) << unbounded.error().message;
   ASSERT_EQ(sched_getscheduler(0), SCHED_OTHER);
   int during = -1;
-  ASSERT_TRUE((*y)->run([&] { during = sched_getscheduler(0); }));
+  ASSERT_TRUE((*unbounded)->run([&] { during = sched_getscheduler(0); }));
   EXPECT_EQ(during, SCHED_IDLE);
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER) << "back after the work";
-  EXPECT_EQ((*y)->bounded(), 0U);
+  EXPECT_EQ((*unbounded)->bounded(), 0U);
+  unbounded->reset();
+  auto y = IdleYield::create(30ms);
+  ASSERT_TRUE(y) << y.error().message;
   // Work that outlasts the bound: spins until the watcher has put it back.
   int late = -1;
   const auto began = std::chrono::steady_clock::now();
@@ -477,7 +482,7 @@ TEST(IdleYield, RunsAtSchedIdleAndIsPutBackAtTheBound) {
   EXPECT_EQ(late, SCHED_OTHER);
   EXPECT_GE(std::chrono::steady_clock::now() - began, 30ms) << "not before the bound";
   EXPECT_EQ((*y)->bounded(), 1U);
-  EXPECT_EQ((*y)->runs(), 2U);
+  EXPECT_EQ((*y)->runs(), 1U);
   EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
 }
 
@@ -495,7 +500,7 @@ TEST(Daemon, PromoteYieldRunsTheTickAtSchedIdle) {
   s.socket_path = dir.path() / "kvtierd.sock";
   s.interval = 3600s;
   s.promote_interval = 10ms;
-  s.promote_yield = 50ms;
+  s.promote_yield = 60s;  // a loaded machine may hold a SCHED_IDLE tick back far beyond 50 ms
   auto d = Daemon::create(s, std::move(hooks));
   ASSERT_TRUE(d) << d.error().message;
   ASSERT_TRUE((*d)->start());
