@@ -171,13 +171,14 @@ pool_folios_json() {
   while [ $b -lt $blocks ] && [ $n -lt $samples ]; do
     # Present (bit 63), not swapped (62), private (61 clear): the first hex digit is 8; the
     # frame is bits 0-54 (55 is soft-dirty, 56 exclusively mapped).
-    pfns= present=0
-    for w in $(words /proc/$pid/pagemap $(((start + b * 65536) / 4096)) 16); do
+    pfns='' present=0
+    for w in $(words "/proc/$pid/pagemap" $(((start + b * 65536) / 4096)) 16); do
       case $w in 8*) present=$((present + 1)) pfns="$pfns $((0x${w#??} & 0x7fffffffffffff))" ;; esac
     done
     n=$((n + 1))
     b=$((b + step))
     [ $present = 16 ] || { absent=$((absent + 1)); continue; }
+    # shellcheck disable=SC2086 # the 16 frame numbers, one word each
     set -- $pfns
     pfn0=$1
     shift 15
@@ -495,6 +496,20 @@ pool_start=$1 pool_end=$2
 [ "$mode" = damos-goal ] && damos_goal_start "$kvsim_pid"
 # kvsim's start event follows the pool's pre-faulting: its folios as first touch made them.
 emit "\"event\":\"pool_folios\",\"when\":\"start\",\"thp\":\"$BENCH_THP\",\"folios\":$(pool_folios_json "$pool_start" "$pool_end" "$kvsim_pid"),\"stats_64k\":$(mthp_stats_json)"
+# With 64 KiB folios, every 5 s: uptime, the folios split so far and those mapped, the pages
+# migrated so far, and node 0's and node 1's free KiB (when the folios split, and which way the
+# moves went meanwhile).
+mthp_pid=
+if [ "$BENCH_THP" = 64k ]; then
+  while :; do
+    echo "$(cut -d' ' -f1 /proc/uptime) $(cat "$mthp_dir/stats/split") $(cat "$mthp_dir/stats/nr_anon" 2>/dev/null)" \
+      "$(awk '/^pgmigrate_success / { print $2 }' /proc/vmstat)" \
+      "$(awk '/MemFree/ { print $4 }' /sys/devices/system/node/node0/meminfo)" \
+      "$(awk '/MemFree/ { print $4 }' /sys/devices/system/node/node1/meminfo)"
+    sleep 5
+  done >"$work/mthp.log" &
+  mthp_pid=$!
+fi
 emit "\"event\":\"settings\",\"mode\":\"$mode\",\"duration_s\":$duration,\"cold_age_s\":$COLD_AGE_S,\"map_every\":$MAP_EVERY,\"kvsim_pid\":$kvsim_pid"
 
 kvtier_probe_pid=
@@ -553,6 +568,10 @@ wait "$probe_pid"
 hex=$(printf '%x' "$pool_start")
 emit "\"event\":\"numa_maps\",\"pool_start\":$pool_start,\"line\":$(jstr "$(grep "^0*$hex " /proc/$kvsim_pid/numa_maps)")"
 emit "\"event\":\"pool_folios\",\"when\":\"end\",\"thp\":\"$BENCH_THP\",\"folios\":$(pool_folios_json "$pool_start" "$pool_end" "$kvsim_pid"),\"stats_64k\":$(mthp_stats_json)"
+if [ -n "$mthp_pid" ]; then
+  kill "$mthp_pid" 2>/dev/null
+  emit "\"event\":\"mthp_series\",\"columns\":\"uptime_s split nr_anon pgmigrate_success node0_free_kib node1_free_kib\",\"lines\":$(jstr "$(cat "$work/mthp.log")")"
+fi
 case $mode in
   damos) damos_stats ;;
   damos-goal) damos_stats && damos_goal_state ;;
