@@ -5,7 +5,7 @@
 # every mode also as a ratio of the oracle), OUT/residency.png and OUT/results.json.
 #
 # Usage: scripts/bench.sh [--duration S] [--out DIR] [--modes "none kernel damos oracle kvtier"]
-#                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system]
+#                         [--kernel 6.12|7.3] [--trace NAME|FILE] [--repeat N] [--thp never|system|64k]
 #                         [--budget SIZE] [--mem0 MiB] [--mem1 MiB] [--vcpus N] [--icount SPEC|off] [--idle-threads N] [--flat-out]
 #                         [--report-only] [--workload kvsim|llama-server]
 #   --duration  seconds measured per mode (default 100; the whole run takes about 2.5 min a mode)
@@ -18,8 +18,11 @@
 #               under bench/traces/
 #   --repeat    runs of each mode (default 1), interleaved (every mode once, then again); the
 #               report gives the median and the range
-#   --thp       kvsim's pool in 4 KiB pages (never, the default: kvsim --no-hugepages) or as the
-#               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md)
+#   --thp       kvsim's pool in 4 KiB pages (never, the default: kvsim --no-hugepages), as the
+#               guest's THP setting makes it (system: "always" on Debian; see docs/benchmarks.md),
+#               or in 64 KiB folios (64k: multi-size THP, 6.8+; the guest sets hugepages-64kB
+#               "always" and the top-level THP "never", so no 2 MiB THP, and kvsim does not
+#               madvise the pool; the same in every mode)
 #   --budget    kvsim's KV pool (default 256MiB); --mem0/--mem1 the guest's nodes (256/1024)
 #   --vcpus     the guest's CPUs (default 1; scripts/vm/run --vcpus). One TCG thread runs them in
 #               turn, and a guest process is charged for the time its vCPU waits for its turn:
@@ -106,8 +109,8 @@ esac
 icount_args=()
 [[ $icount == off ]] || icount_args=(--icount "$icount")
 case $thp in
-  never | system) ;;
-  *) echo "bench: --thp '$thp': use never or system" >&2; exit 2 ;;
+  never | system | 64k) ;;
+  *) echo "bench: --thp '$thp': use never, system or 64k" >&2; exit 2 ;;
 esac
 [[ $workload == llama-server ]] && modes=${modes:-none kernel kvtier}
 case $kernel in
@@ -197,6 +200,7 @@ if ((!report_only)); then
     [[ $name =~ ^(DAMOS_|DAMON_|GOAL_|KVTIER_(CONFIG|SED|MIGRATE_RATE|MIGRATE_BURST|CHECK_AFTER_S|MIN_FREE|RECORD|COLD_AGE|TRUTH_WINDOW)$|ORACLE_INTERVAL$|COLD_AGE_S$|MAP_EVERY$) ]] &&
       pass+=("$name=$value")
   done < <(env)
+  pass+=("BENCH_THP=$thp")
   # Flat out, the trace plays 20 times as fast (and again when it ends), so the batch never
   # runs dry: paced to real time, a step with nothing to decode would just come around again.
   time_scale=1

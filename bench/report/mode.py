@@ -170,7 +170,8 @@ def analyse_mode(mode, events, meta):
         }
     r["layout"] = first(events, "bench", "layout")
     r["settings_events"] = [e for e in events if e.get("src") == "bench" and e.get("event") in
-                            ("damos", "damos_goal", "kernel_tiering", "kvtier_config", "oracle", "settings")]
+                            ("damos", "damos_goal", "kernel_tiering", "kvtier_config", "oracle", "settings",
+                             "thp", "pool_folios")]
     r["kvsim_start"] = kstart
     return r
 

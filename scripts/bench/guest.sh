@@ -129,6 +129,73 @@ if [ -e /sys/module/damon_stat/parameters/enabled ]; then
 fi
 mkdir -p "$cg" || die "cannot create $cg"
 
+# --- the pool's page size (scripts/bench.sh --thp) ---------------------------------------
+# never / system: the guest's THP setting as booted (kvsim --no-hugepages for never). 64k: every
+# anonymous fault that can takes a 64 KiB folio (multi-size THP, 6.8+), and no 2 MiB THP (the
+# top-level setting, which the PMD size inherits, is never); the same in every mode.
+BENCH_THP=${BENCH_THP:-never}
+thp_dir=/sys/kernel/mm/transparent_hugepage
+mthp_dir=$thp_dir/hugepages-64kB
+if [ "$BENCH_THP" = 64k ]; then
+  [ -d "$mthp_dir" ] || die "--thp 64k: this kernel has no $mthp_dir (multi-size THP needs 6.8+)"
+  put never "$thp_dir/enabled"
+  put always "$mthp_dir/enabled"
+fi
+# The 64 KiB folio counters ({} where the kernel has none): anon_fault_alloc counts the 64 KiB
+# folios faulted in, anon_fault_fallback the faults that wanted one and took 4 KiB pages.
+mthp_stats_json() {
+  first=1
+  printf '{'
+  for f in "$mthp_dir"/stats/*; do
+    [ -f "$f" ] || continue
+    [ $first = 1 ] || printf ','
+    first=0
+    printf '"%s":%s' "${f##*/}" "$(cat "$f")"
+  done
+  printf '}'
+}
+# The pool's folios at 16 sampled 64 KiB blocks of [$1, $2) in pid $3 (the pool's offsets
+# k * 64 KiB), from pagemap and kpageflags (AnonHugePages in smaps counts only 2 MiB THP): a
+# block is one 64 KiB folio when its 16 pages are present on contiguous frames, the first a
+# compound head (KPF_COMPOUND_HEAD, bit 15) and the last a compound tail (bit 16).
+words() { # FILE INDEX COUNT: COUNT 64-bit words from INDEX, in hex, one a line
+  dd if="$1" bs=8 skip="$2" count="$3" 2>/dev/null | od -An -v -tx8 | tr -s ' ' '\n' | grep .
+}
+pool_folios_json() {
+  start=$1 end=$2 pid=$3 samples=16
+  blocks=$(((end - start) / 65536))
+  step=$((blocks / samples))
+  [ $step -ge 1 ] || step=1
+  whole=0 split=0 absent=0 n=0
+  b=0
+  while [ $b -lt $blocks ] && [ $n -lt $samples ]; do
+    # Present (bit 63), not swapped (62), private (61 clear): the first hex digit is 8; the
+    # frame is bits 0-54 (55 is soft-dirty, 56 exclusively mapped).
+    pfns='' present=0
+    for w in $(words "/proc/$pid/pagemap" $(((start + b * 65536) / 4096)) 16); do
+      case $w in 8*) present=$((present + 1)) pfns="$pfns $((0x${w#??} & 0x7fffffffffffff))" ;; esac
+    done
+    n=$((n + 1))
+    b=$((b + step))
+    [ $present = 16 ] || { absent=$((absent + 1)); continue; }
+    # shellcheck disable=SC2086 # the 16 frame numbers, one word each
+    set -- $pfns
+    pfn0=$1
+    shift 15
+    pfn15=$1
+    f0=$(words /proc/kpageflags "$pfn0" 1)
+    f15=$(words /proc/kpageflags "$pfn15" 1)
+    if [ $((pfn15 - pfn0)) = 15 ] && [ $(((0x${f0:-0} >> 15) & 1)) = 1 ] && [ $(((0x${f15:-0} >> 16) & 1)) = 1 ]; then
+      whole=$((whole + 1))
+    else
+      split=$((split + 1))
+    fi
+  done
+  printf '{"sampled_blocks":%d,"one_64k_folio":%d,"not":%d,"not_present":%d,"pool_start_mod_64k":%d}' \
+    $n $whole $split $absent $((start % 65536))
+}
+emit "\"event\":\"thp\",\"thp\":\"$BENCH_THP\",\"enabled\":$(jstr "$(cat $thp_dir/enabled 2>/dev/null)"),\"enabled_64k\":$(jstr "$(cat $mthp_dir/enabled 2>/dev/null)"),\"stats_64k\":$(mthp_stats_json)"
+
 emit "\"event\":\"layout\",\"mode\":\"$mode\",\"kernel\":$(jstr "$(uname -r)"),\"nodes\":$(meminfo_json),\"memory_tiers\":$(jstr "$(for t in /sys/devices/virtual/memory_tiering/memory_tier*; do echo "${t##*/}: $(cat "$t/nodelist")"; done 2>/dev/null)")"
 
 damos_start() {
@@ -427,6 +494,22 @@ pool=$(echo "$start_line" | sed 's/.*"pool":\[\([0-9]*\),\([0-9]*\)\].*/\1 \2/')
 set -- $pool
 pool_start=$1 pool_end=$2
 [ "$mode" = damos-goal ] && damos_goal_start "$kvsim_pid"
+# kvsim's start event follows the pool's pre-faulting: its folios as first touch made them.
+emit "\"event\":\"pool_folios\",\"when\":\"start\",\"thp\":\"$BENCH_THP\",\"folios\":$(pool_folios_json "$pool_start" "$pool_end" "$kvsim_pid"),\"stats_64k\":$(mthp_stats_json)"
+# With 64 KiB folios, every 5 s: uptime, the folios split so far and those mapped, the pages
+# migrated so far, and node 0's and node 1's free KiB (when the folios split, and which way the
+# moves went meanwhile).
+mthp_pid=
+if [ "$BENCH_THP" = 64k ]; then
+  while :; do
+    echo "$(cut -d' ' -f1 /proc/uptime) $(cat "$mthp_dir/stats/split") $(cat "$mthp_dir/stats/nr_anon" 2>/dev/null)" \
+      "$(awk '/^pgmigrate_success / { print $2 }' /proc/vmstat)" \
+      "$(awk '/MemFree/ { print $4 }' /sys/devices/system/node/node0/meminfo)" \
+      "$(awk '/MemFree/ { print $4 }' /sys/devices/system/node/node1/meminfo)"
+    sleep 5
+  done >"$work/mthp.log" &
+  mthp_pid=$!
+fi
 emit "\"event\":\"settings\",\"mode\":\"$mode\",\"duration_s\":$duration,\"cold_age_s\":$COLD_AGE_S,\"map_every\":$MAP_EVERY,\"kvsim_pid\":$kvsim_pid"
 
 kvtier_probe_pid=
@@ -484,6 +567,11 @@ wait "$probe_pid"
 # The kernel's own view of the same range right after the last sample, to check the probe.
 hex=$(printf '%x' "$pool_start")
 emit "\"event\":\"numa_maps\",\"pool_start\":$pool_start,\"line\":$(jstr "$(grep "^0*$hex " /proc/$kvsim_pid/numa_maps)")"
+emit "\"event\":\"pool_folios\",\"when\":\"end\",\"thp\":\"$BENCH_THP\",\"folios\":$(pool_folios_json "$pool_start" "$pool_end" "$kvsim_pid"),\"stats_64k\":$(mthp_stats_json)"
+if [ -n "$mthp_pid" ]; then
+  kill "$mthp_pid" 2>/dev/null
+  emit "\"event\":\"mthp_series\",\"columns\":\"uptime_s split nr_anon pgmigrate_success node0_free_kib node1_free_kib\",\"lines\":$(jstr "$(cat "$work/mthp.log")")"
+fi
 case $mode in
   damos) damos_stats ;;
   damos-goal) damos_stats && damos_goal_state ;;
