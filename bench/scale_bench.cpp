@@ -230,8 +230,9 @@ void print_intro(const Synthetic& o, std::optional<std::uint64_t> hot_bytes) {
       "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms){}\n",
       o.targets,
       hot_bytes ? fmt::format("{} hot+warm whatever the size", policy::format_size(*hot_bytes))
-                : fmt::format("{:.0f}% of sequences hot, {:.0f}% warm, the rest idle",
-                              o.hot_share * 100, o.warm_share * 100),
+                : fmt::format("{:.0f}% of {} hot, {:.0f}% warm, the rest idle", o.hot_share * 100,
+                              o.drawn_shares ? "sequences (each drawn)" : "the blocks",
+                              o.warm_share * 100),
       o.samples, o.steps, o.kernel_moves ? "; the kernel demotes elsewhere between steps" : "");
 }
 
