@@ -3,7 +3,7 @@
 # heat tables, residency, plan, dispatch, record and telemetry) at 16 GiB, 128 GiB, 1 TiB and
 # 4 TiB of tracked memory, by build/bench/kvtier_scale_bench (bench/scale_bench.cpp says what
 # it generates and what is real). Four parts:
-#   1. the KV shape (3% of the sequences hot, 7% warm, the rest idle on the CXL node), 1 target;
+#   1. the KV shape (3% of the blocks hot, 7% warm, the rest idle on the CXL node), 1 target;
 #      then at 1 TiB with the kernel demoting elsewhere between steps (the residency check then
 #      reads every page with evidence: agent/loop/residency_check.hpp);
 #   2. the added memory cold: 1638 MiB hot and warm at every size (16 GiB's share);

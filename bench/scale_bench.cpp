@@ -24,6 +24,7 @@
 //
 //   kvtier_scale_bench [--sizes 16GiB,128GiB,1TiB,4TiB] [--steps 6] [--targets 1]
 //                      [--hot-share 0.03] [--hot-bytes SIZE] [--kernel-moves] [--real SIZE]
+//                      [--drawn-shares]
 //
 // Prints per size: the resident memory the loop added (kvtierd's side, the
 // generator's own excluded), bytes per tracked page, the step's CPU by phase
@@ -229,8 +230,9 @@ void print_intro(const Synthetic& o, std::optional<std::uint64_t> hot_bytes) {
       "{} page samples a step, {} steps 5 s apart (CPU per step is their mean; ms){}\n",
       o.targets,
       hot_bytes ? fmt::format("{} hot+warm whatever the size", policy::format_size(*hot_bytes))
-                : fmt::format("{:.0f}% of sequences hot, {:.0f}% warm, the rest idle",
-                              o.hot_share * 100, o.warm_share * 100),
+                : fmt::format("{:.0f}% of {} hot, {:.0f}% warm, the rest idle", o.hot_share * 100,
+                              o.drawn_shares ? "sequences (each drawn)" : "the blocks",
+                              o.warm_share * 100),
       o.samples, o.steps, o.kernel_moves ? "; the kernel demotes elsewhere between steps" : "");
 }
 
@@ -255,6 +257,9 @@ int run(int argc, char** argv) {
   app.add_flag("--kernel-moves", o.kernel_moves,
                "the kernel demotes elsewhere between steps: the residency check reads every page "
                "with evidence");
+  app.add_flag("--drawn-shares", o.drawn_shares,
+               "each sequence's kind drawn on its own, as before 2026-12-07-28 (the shares "
+               "then hold only on average)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // the loop's own lines: only what goes wrong
 

@@ -132,6 +132,9 @@ struct Synthetic {
   // The kernel demotes something between steps (its counter grows; no page of the pools moves):
   // the residency check reads the pages with evidence in full.
   bool kernel_moves = false;
+  // Each sequence's kind drawn on its own (the generator up to 2026-12-07's 24th note): the
+  // shares hold only on average (scale_generator.hpp).
+  bool drawn_shares = false;
 };
 
 Figures run_synthetic(const Synthetic& o, const std::filesystem::path& dir);

@@ -108,7 +108,7 @@ std::vector<Pool> make_pools(const Synthetic& o) {
   pools.reserve(o.targets);
   for (std::size_t i = 0; i < o.targets; ++i) {
     pools.emplace_back(kFirstPid + static_cast<Pid>(i), o.size / o.targets, o.hot_share,
-                       o.warm_share, rng);
+                       o.warm_share, rng, o.drawn_shares);
   }
   return pools;
 }

@@ -94,14 +94,25 @@ std::vector<std::uint64_t> with_huge(std::span<const std::uint64_t> had,
 
 }  // namespace
 
+ProbeShare probe_share(std::uint64_t bytes, std::uint64_t check) {
+  const std::uint64_t blocks = (bytes + kHugePageSize - 1) / kHugePageSize;
+  const std::uint64_t every =
+      std::max<std::uint64_t>(1, (blocks + kCheckProbeBlocks - 1) / kCheckProbeBlocks);
+  return {.every = every, .at = check % every};
+}
+
 ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std::uint64_t turn,
-                                 bool evidence_exact) {
+                                 bool evidence_exact, ProbeShare share) {
   ResidencyProbes out;
   // The pages with their own state in the current 2 MiB block (probed: one of them, read
   // whole if it disagrees).
   std::vector<ResidencyProbes::Probe> block;
   const auto flush = [&] {
     if (block.empty()) return;
+    if (!share.probed(block.front().page)) {
+      block.clear();
+      return;
+    }
     const AddrRange part{block.front().page, block.back().page + kPageSize};
     const std::uint64_t i = probe_index(part.start, turn, block.size());
     out.probes.push_back({.page = block[i].page, .part = part, .node = block[i].node});
@@ -115,7 +126,7 @@ ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std:
     const AddrRange chunk{base, base + kHugePageSize};
     if (evidence_exact) {
       append(out.exact, chunk);
-    } else {
+    } else if (share.probed(base)) {
       const std::uint64_t i = probe_index(base, turn, policy::PagePack::kPages);
       out.probes.push_back(
           {.page = base + i * kPageSize, .part = chunk, .node = pages.get(i).node});
@@ -136,7 +147,12 @@ ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std:
       return;
     }
     flush();
-    for (std::uint64_t b = span.start & ~(kHugePageSize - 1); b < span.end; b += kHugePageSize) {
+    // The first block of the span in the share, then every `every`-th.
+    std::uint64_t b = span.start & ~(kHugePageSize - 1);
+    if (const std::uint64_t r = (b / kHugePageSize + share.at) % share.every; r != 0) {
+      b += (share.every - r) * kHugePageSize;
+    }
+    for (; b < span.end; b += share.every * kHugePageSize) {
       const AddrRange part{std::max(b, span.start), std::min(b + kHugePageSize, span.end)};
       out.probes.push_back({.page = probe_page(part, turn), .part = part, .node = u.node});
     }
@@ -191,7 +207,10 @@ PageMap update_residency(ResidencyReader& reader, Target& t, TimeNs now, bool ch
     c.evidence_exact =
         !kernel_moved || !t.kernel_moves_at_check || *kernel_moved != *t.kernel_moves_at_check;
     t.kernel_moves_at_check = kernel_moved;
-    const ResidencyProbes probes = residency_probes(*t.heat, now, turn, c.evidence_exact);
+    std::uint64_t bytes = 0;
+    for (const auto& v : t.vmas) bytes += v.bytes();
+    const ResidencyProbes probes =
+        residency_probes(*t.heat, now, turn, c.evidence_exact, probe_share(bytes, t.checks++));
     std::vector<AddrRange> pages;
     pages.reserve(probes.probes.size());
     for (const auto& p : probes.probes) pages.push_back({p.page, p.page + kPageSize});

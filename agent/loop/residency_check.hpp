@@ -8,7 +8,8 @@
 //   - every 30 s (the check), from the heat table's runs: every unit whose node
 //     is not known (not present at the last read: memory being filled) in full;
 //     of the rest, one page per 2 MiB block, a different one at each check (a
-//     block whose page is not where the table says is read whole). The pages
+//     block whose page is not where the table says is read whole), of at most
+//     kCheckProbeBlocks blocks a check, the others at the next checks. The pages
 //     with their own state (page-level evidence) are read in full instead when
 //     the kernel may have moved some unseen: its reclaim demoted or its fault
 //     path promoted pages since the target's last check (/proc/vmstat
@@ -41,10 +42,28 @@ struct ResidencyProbes {
   std::vector<Probe> probes;     // one page per 2 MiB block of a run of alike pages
 };
 
+// Which 2 MiB blocks a check probes (issue 33: a bounded sample of the memory without
+// evidence, not one page per block of the pool): block number b (address / 2 MiB) when
+// (b + at) % every == 0. A target of more than kCheckProbeBlocks blocks is probed over
+// `every` checks, each block once in them; a smaller one at every check (every = 1).
+struct ProbeShare {
+  std::uint64_t every = 1;
+  std::uint64_t at = 0;
+  [[nodiscard]] bool probed(std::uint64_t addr) const {
+    return every <= 1 || (addr / kHugePageSize + at) % every == 0;
+  }
+};
+// The most blocks a check probes (128 GiB of alike memory): a 1 TiB target's blocks are all
+// probed over 8 checks (4 minutes at the 30 s check).
+inline constexpr std::uint64_t kCheckProbeBlocks = 65536;
+// The share of check number `check` of a target whose mappings span `bytes`.
+ProbeShare probe_share(std::uint64_t bytes, std::uint64_t check);
+
 // The probes of `heat` at check number `turn` (the page asked about in a block changes with it);
-// `evidence_exact`: the pages with their own state go in `exact`, else they are probed too.
+// `evidence_exact`: the pages with their own state go in `exact`, else they are probed too;
+// only the blocks of `share` are probed (what is read in full is not sampled).
 ResidencyProbes residency_probes(const policy::HeatTable& heat, TimeNs now, std::uint64_t turn,
-                                 bool evidence_exact = true);
+                                 bool evidence_exact = true, ProbeShare share = {});
 
 // The kernel's own moves since boot, host-wide: pages its reclaim demoted and its fault path
 // promoted (/proc/vmstat pgdemote_*, pgpromote_success); nullopt if not readable (no such lines).

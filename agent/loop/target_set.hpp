@@ -81,6 +81,8 @@ struct Target {
   std::vector<AddrRange> reread;
   // kernel_moves() at the last check (nullopt: none yet, or not readable).
   std::optional<std::uint64_t> kernel_moves_at_check;
+  // Residency checks made (which blocks the next one probes: residency_check.hpp).
+  std::uint64_t checks = 0;
   // Heat per address bin at each step, newest last (for `heatmap`).
   std::deque<std::vector<float>> history;
   // The heatmap row's sums of chunks whose pages have their own states (bin_heat).

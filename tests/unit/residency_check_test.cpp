@@ -204,5 +204,48 @@ TEST(ResidencyCheck, KernelMovesAreTheDemotionAndPromotionCounters) {
   std::filesystem::remove_all(root);
 }
 
+// A target larger than a check's bound: its blocks are probed over probe_share().every checks,
+// each exactly once in them, with the probe the check of every block would have made (the
+// same page at the same turn, the same part, the same node): a bounded sample of the memory
+// without evidence, and none of it left out.
+TEST(ResidencyCheck, ALargeTargetIsProbedInSharesThatCoverEveryBlockOnce) {
+  constexpr std::uint64_t kBlocks = kCheckProbeBlocks + 5;
+  policy::HeatTable heat;
+  heat.track({kBase, kBase + kBlocks * kChunk}, 1, kNow);
+  // Pages with their own state in three blocks: two on node 0, one partly of no known node.
+  for (const std::uint64_t b : {std::uint64_t{3}, std::uint64_t{4}, kBlocks - 1}) {
+    heat.add(AccessSample{.pid = 42, .addr = page(b, 9), .time = kNow, .weight = 1});
+  }
+  heat.set_node({page(3, 0), page(5, 0)}, 0);
+  heat.set_node({page(kBlocks - 1, 0), page(kBlocks - 1, 0) + 9 * kPageSize}, -1);
+  EXPECT_EQ(probe_share(kCheckProbeBlocks * kChunk, 7).every, 1U);
+  const ProbeShare first = probe_share(kBlocks * kChunk, 0);
+  ASSERT_EQ(first.every, 2U);
+  EXPECT_EQ(probe_share(kBlocks * kChunk, 5).at, 1U);
+  for (const bool exact : {true, false}) {
+    constexpr std::uint64_t kTurn = 11;
+    const ResidencyProbes all = residency_probes(heat, kNow, kTurn, exact);
+    std::vector<ResidencyProbes::Probe> shared;
+    for (std::uint64_t check = 0; check < first.every; ++check) {
+      const ProbeShare share = probe_share(kBlocks * kChunk, check);
+      const ResidencyProbes p = residency_probes(heat, kNow, kTurn, exact, share);
+      EXPECT_LE(p.probes.size(), kCheckProbeBlocks);
+      EXPECT_EQ(p.exact, all.exact) << "what is read in full is not sampled";
+      for (const auto& probe : p.probes) {
+        EXPECT_TRUE(share.probed(probe.page));
+        shared.push_back(probe);
+      }
+    }
+    std::ranges::sort(shared, {}, &ResidencyProbes::Probe::page);
+    ASSERT_EQ(shared.size(), all.probes.size()) << "exact " << exact;
+    for (std::size_t i = 0; i < shared.size(); ++i) {
+      EXPECT_EQ(shared[i].page, all.probes[i].page);
+      EXPECT_EQ(shared[i].part.start, all.probes[i].part.start);
+      EXPECT_EQ(shared[i].part.end, all.probes[i].part.end);
+      EXPECT_EQ(shared[i].node, all.probes[i].node);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvtier::agent
