@@ -157,6 +157,79 @@ def paired_ratios(run_ok, base_ok, warmup):
     return out
 
 
+WIN_PARTS = ("server_cpu_ms", "server_delay_ms", "watch_cpu_ms", "self_cpu_ms", "busy_ms",
+             "idle_ms", "system_ms", "softirq_ms")
+WIN_VM = ("pgmigrate_success", "numa_hint_faults", "numa_pages_migrated", "pgpromote_success")
+
+
+def window_totals(reqs):
+    """Sums over requests of their windows ("win": what the CPU did while each was in flight,
+    kvtier_llama_load): wall ms, the server's CPU and run delay, kvtierd's CPU ("watch"), the
+    load generator's, the CPU's busy, idle, system and softirq time, and the vm counters. "other"
+    is the busy time that is none of the server's, kvtierd's or the load generator's (kworkers,
+    kdamond, interrupts)."""
+    t = {k: 0.0 for k in ("wall_ms", "other_ms") + WIN_PARTS + WIN_VM}
+    for x in reqs:
+        w = x.get("win") or {}
+        t["wall_ms"] += 1000 * x["wall_s"]
+        for k in WIN_PARTS:
+            t[k] += w.get(k) or 0
+        for k in WIN_VM:
+            t[k] += (w.get("vm") or {}).get(k) or 0
+        t["other_ms"] += max(0.0, (w.get("busy_ms") or 0) - (w.get("server_cpu_ms") or 0)
+                             - (w.get("watch_cpu_ms") or 0) - (w.get("self_cpu_ms") or 0))
+    t["requests"] = len(reqs)
+    return t
+
+
+def where_time_goes(run_ok, base_ok):
+    """The requests alone in both runs (one vCPU: nothing else of the workload ran in their
+    windows), paired: the run's and the base's window totals over the same requests. The extra
+    wall time splits into the server's extra CPU, kvtierd's CPU, other CPU (kworkers, interrupts,
+    the load generator) and extra idle time (the server blocked with the CPU idle)."""
+    ok_r = [x for x in run_ok if "wall_s" in x and "t" in x]
+    ok_b = [x for x in base_ok if "wall_s" in x and "t" in x]
+    base = {request_key(x): x for x, n in zip(ok_b, in_flight(ok_b)) if n == 0}
+    pr, pb = [], []
+    for x, n in zip(ok_r, in_flight(ok_r)):
+        b = base.get(request_key(x))
+        if n == 0 and b is not None and "win" in x and "win" in b:
+            pr.append(x)
+            pb.append(b)
+    return {"run": window_totals(pr), "base": window_totals(pb)}
+
+
+def where_table(runs):
+    rows = [
+        "Where the time goes: the requests alone in both runs (nothing else of the workload in "
+        "flight; one vCPU), their windows summed (ms; the CPU's busy and idle time in 10 ms "
+        "ticks, the rest per thread in ns). Extra: the run's total less none's over the same "
+        "requests. other: busy time not the server's, kvtierd's or the load generator's "
+        "(kworkers, kdamond, interrupts). Pages migrated (pgmigrate_success) and hint faults "
+        "within the windows.",
+        "",
+        "| run | mode | requests | wall ms (extra) | server CPU (extra) | server run delay (extra) "
+        "| kvtierd CPU | load generator CPU (extra) | other busy (extra) | idle (extra) "
+        "| system / softirq (extra) | pages migrated, hint faults |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        v = r.get("vs_none")
+        if not v or not v.get("where"):
+            continue
+        a, b = v["where"]["run"], v["where"]["base"]
+
+        def d(k, a=a, b=b):
+            return f"{a[k]:.0f} ({a[k] - b[k]:+.0f})"
+        rows.append(
+            f"| {r['run']} | {r['mode']} | {a['requests']} | {d('wall_ms')} | {d('server_cpu_ms')} "
+            f"| {d('server_delay_ms')} | {a['watch_cpu_ms']:.0f} | {d('self_cpu_ms')} | {d('other_ms')} "
+            f"| {d('idle_ms')} | {d('system_ms')} / {d('softirq_ms')} "
+            f"| {a['pgmigrate_success']:.0f} ({b['pgmigrate_success']:.0f}), {a['numa_hint_faults']:.0f} "
+            f"({b['numa_hint_faults']:.0f}) |")
+    return "\n".join(rows)
+
+
 def throughput(ok):
     """Generated tokens per second of wall time, from the first request sent to the last answer."""
     ok = [x for x in ok if "wall_s" in x and "t" in x]
@@ -310,6 +383,7 @@ def main():
                 "integrity_identical": bool(r["integrity"]) and r["integrity"] == base["integrity"],
                 "tokens_per_wall_s": ratio(r.get("tokens_per_wall_s"), base.get("tokens_per_wall_s")),
                 "paired": paired_ratios(r["ok_requests"], base["ok_requests"], a.warmup),
+                "where": where_time_goes(r["ok_requests"], base["ok_requests"]),
             }
         elif r is base and first_none is not None and r is not first_none:
             # none against none: the spread the paired figures can resolve
@@ -351,7 +425,7 @@ def main():
             f"| {integ} |")
         if r["why"] or r["errors"]:
             rows.append(f"|  | | {r['why']} {'; '.join(str(e) for e in r['errors'])} | | | | | | | | | | | |")
-    rows += ["", paired_table(runs, a.warmup)]
+    rows += ["", paired_table(runs, a.warmup), "", where_table(runs)]
     with open(os.path.join(a.out, "report.md"), "w", encoding="utf-8") as f:
         f.write("# llama-server in the tiered guest (scripts/bench.sh --workload llama-server)\n\n")
         f.write("\n".join(rows) + "\n")

@@ -4,7 +4,8 @@
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 
-add_library(loadgen_core STATIC loadgen/conversation.cpp loadgen/http.cpp loadgen/truth.cpp)
+add_library(loadgen_core STATIC loadgen/conversation.cpp loadgen/http.cpp loadgen/truth.cpp
+  loadgen/procstat.cpp)
 target_include_directories(loadgen_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(loadgen_core
   PUBLIC kvsim_core policy

@@ -15,6 +15,9 @@
 //    decode time: queueing and the
 //    prompt),"prompt_ms","predicted_ms","decode_tps","tokens_cached","cache_n","prompt_n",
 //    "predicted_n","id_slot"}
+//    "win": what the CPU did while the request was in flight (bench/loadgen/procstat.hpp):
+//    {"server_cpu_ms","server_delay_ms" (with --pid),"watch_cpu_ms","watch_delay_ms" (with
+//    --watch-pid),"self_cpu_ms","busy_ms","idle_ms","system_ms","softirq_ms","vm":{counter: n}}
 //   {"type":"metrics","t","values":{name: value}} every --metrics-every s (or "error")
 //   {"type":"truth","t","active"|"idle"|"unused":{"0","1","other"} bytes,"slots":[cells..]}
 //     every --truth-every s with --pid (or "error", after which sampling stops)
@@ -22,6 +25,7 @@
 //   {"type":"summary","requests","ok","errors","timeouts","wall_s","conversations"}
 // Exit status: 0; 1 if every request failed; 2 bad options or trace.
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -43,6 +47,7 @@
 #include "bench/kvsim/trace.hpp"
 #include "bench/loadgen/conversation.hpp"
 #include "bench/loadgen/http.hpp"
+#include "bench/loadgen/procstat.hpp"
 #include "bench/loadgen/truth.hpp"
 #include "bench/main_guard.hpp"
 #include "policy/types.hpp"
@@ -66,6 +71,7 @@ struct Options {
   double metrics_every_s = 5;
   std::string out = "-";
   int pid = 0;
+  int watch_pid = 0;
   std::string kv_data;
   lg::KvLayout layout;
   double cold_age_s = 10;
@@ -133,6 +139,7 @@ class Replay {
   std::uint64_t requests = 0, ok = 0, errors = 0, timeouts = 0;
 
  private:
+  const long clk_tck_ = sysconf(_SC_CLK_TCK);
   // The conversation whose next turn is due first, or npos when none is left.
   std::size_t pick(std::size_t& waiting) const {
     std::size_t best = std::string::npos;
@@ -191,9 +198,11 @@ class Replay {
     rec["due_s"] = due;
     rec["late_s"] = sent - due;
     lock.unlock();
+    const lg::ProcSnapshot p0 = lg::take_snapshot(o_.pid, o_.watch_pid);
     const auto t0 = Clock::now();
     auto raw = lg::http_exchange(o_.port, request, timeout());
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    rec["win"] = lg::window_json(p0, lg::take_snapshot(o_.pid, o_.watch_pid), clk_tck_);
     auto done = raw ? lg::parse_http_response(*raw) : std::unexpected(raw.error());
     kvtier::Result<lg::Completion> c = std::unexpected(kvtier::Error{});
     if (done && done->status == 200) {
@@ -355,12 +364,7 @@ int integrity(const Options& o, Recorder& rec) {
   return failed == 0 ? 0 : 1;
 }
 
-}  // namespace
-
-static int parse_and_run(int argc, char** argv) {
-  Options o;
-  o.trace = KVTIER_LOADGEN_DEFAULT_TRACE;
-  CLI::App app{"kvtier_llama_load: a trace's conversations against llama-server's /completion"};
+void add_options(CLI::App& app, Options& o) {
   app.add_option("--trace", o.trace, "trace file (Mooncake .jsonl or Azure .csv)");
   app.add_option("--trace-format", o.format, "mooncake or azure (default: by extension)");
   app.add_option("--port", o.port, "llama-server's port on 127.0.0.1");
@@ -382,6 +386,8 @@ static int parse_and_run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--out", o.out, "JSON lines file (- for stdout)");
   app.add_option("--pid", o.pid, "the server's pid: sample its KV buffer's ground truth");
+  app.add_option("--watch-pid", o.watch_pid,
+                 "a process (kvtierd) whose CPU time each request's window records");
   app.add_option("--kv-data", o.kv_data, "address of the KV buffer's first byte (with --pid)");
   app.add_option("--slots", o.layout.slots, "the server's -np");
   app.add_option("--cells", o.layout.cells, "cells per slot (-c / -np)");
@@ -392,6 +398,15 @@ static int parse_and_run(int argc, char** argv) {
   app.add_option("--truth-every", o.truth_every_s, "seconds between ground-truth samples")
       ->check(CLI::PositiveNumber);
   app.add_option("--integrity", o.integrity, "send N fixed prompts one at a time, then exit");
+}
+
+}  // namespace
+
+static int parse_and_run(int argc, char** argv) {
+  Options o;
+  o.trace = KVTIER_LOADGEN_DEFAULT_TRACE;
+  CLI::App app{"kvtier_llama_load: a trace's conversations against llama-server's /completion"};
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
   std::ofstream file;

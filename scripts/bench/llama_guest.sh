@@ -67,11 +67,13 @@ esac
 kt0=0
 [ "$mode" = kvtier ] && kt0=$(ticks "$kp")
 st0=$(ticks "$spid")
+watch=
+[ "$mode" = kvtier ] && watch="--watch-pid $kp"
 kvtier_llama_load --trace /kvtier/traces/mooncake_synthetic_trace.jsonl --clients "$LOAD_CLIENTS" \
   --conversations "$LOAD_CONVERSATIONS" --min-turns 2 --speed "$LOAD_SPEED" \
   --block-chars "$LOAD_BLOCK_CHARS" --max-predict "$LOAD_MAX_PREDICT" --duration "$duration" \
   --timeout 600 --pid "$spid" --kv-data $((0x$kv_start + 64)) --slots "$NP" --cells "$CELLS" \
-  --cold-age "$COLD_AGE_S" || emit "\"event\":\"error\",\"what\":\"kvtier_llama_load exited $?\""
+  --cold-age "$COLD_AGE_S" $watch || emit "\"event\":\"error\",\"what\":\"kvtier_llama_load exited $?\""
 st1=$(ticks "$spid")
 # The whole process by node (numa_maps): what is not the KV buffer (the truth's bytes) is the
 # heap with the RAM prompt cache's copies, the model and the libraries.

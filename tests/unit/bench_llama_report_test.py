@@ -113,6 +113,34 @@ class Summary(unittest.TestCase):
                           t["kernel_promoted_bytes"], t["cold_age_s"]), (7, 2, 1, 5, 15.0))
 
 
+    def test_where_time_goes_sums_the_windows_of_requests_alone_in_both_runs(self):
+        def req(conv, t, wall, win):
+            r = request(t, 0.1, 2, 10)
+            r.update({"conv": conv, "turn": 0, "wall_s": wall, "win": win})
+            return r
+
+        def win(server, delay, watch, busy, idle, migrated):
+            return {"server_cpu_ms": server, "server_delay_ms": delay, "watch_cpu_ms": watch,
+                    "self_cpu_ms": 1, "busy_ms": busy, "idle_ms": idle,
+                    "vm": {"pgmigrate_success": migrated}}
+        base = [req(1, 0, 1.0, win(900, 10, 0, 910, 90, 0)),
+                req(2, 10, 1.0, win(900, 10, 0, 910, 90, 0)),
+                req(3, 20, 1.0, win(900, 10, 0, 910, 90, 0)),
+                req(4, 20.5, 1.0, win(900, 10, 0, 910, 90, 0))]  # 3 and 4 overlap: left out
+        run = [req(1, 0, 1.5, win(950, 300, 400, 1400, 100, 256)),
+               req(2, 10, 1.2, win(900, 150, 200, 1120, 80, 64)),
+               req(3, 20, 1.0, win(900, 10, 0, 910, 90, 0)),
+               req(4, 30, 1.0, win(900, 10, 0, 910, 90, 0))]
+        w = llama_report.where_time_goes(run, base)
+        a, b = w["run"], w["base"]
+        self.assertEqual((a["requests"], b["requests"]), (2, 2))
+        self.assertAlmostEqual(a["wall_ms"] - b["wall_ms"], 700)
+        self.assertEqual(a["watch_cpu_ms"], 600)
+        self.assertEqual(a["server_cpu_ms"] - b["server_cpu_ms"], 50)
+        self.assertEqual(a["other_ms"], (1400 - 950 - 400 - 1) + (1120 - 900 - 200 - 1))
+        self.assertEqual(b["other_ms"], 2 * 9)
+        self.assertEqual(a["pgmigrate_success"], 320)
+
 class Report(unittest.TestCase):
     def test_ratios_and_integrity_against_none(self):
         with tempfile.TemporaryDirectory() as out:
@@ -133,6 +161,7 @@ class Report(unittest.TestCase):
                 md = f.read()
             self.assertIn("DIFFERS", md)
             self.assertIn("| 1 | none | 3 (1) |", md)
+            self.assertIn("Where the time goes", md)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@
 #include "bench/kvsim/trace.hpp"
 #include "bench/loadgen/conversation.hpp"
 #include "bench/loadgen/http.hpp"
+#include "bench/loadgen/procstat.hpp"
 #include "bench/loadgen/truth.hpp"
 
 namespace kvtier::bench::loadgen {
@@ -289,6 +290,60 @@ TEST(Loadgen, TruthTalliesByNode) {
   EXPECT_EQ(b.on(PageClass::kUnused, -1), 2 * kTruthPage);
   EXPECT_EQ(b.total(PageClass::kActive) + b.total(PageClass::kIdle) + b.total(PageClass::kUnused),
             kSmall.pages() * kTruthPage);
+}
+
+TEST(LoadgenProcstat, ParsesSchedstatProcStatAndVmstat) {
+  const auto t = parse_schedstat("123456789 2000000 42\n");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->cpu_ns, 123456789U);
+  EXPECT_EQ(t->delay_ns, 2000000U);
+  EXPECT_EQ(t->slices, 42U);
+  EXPECT_FALSE(parse_schedstat("12 x 3").has_value());
+  EXPECT_FALSE(parse_schedstat("").has_value());
+
+  const auto c = parse_proc_stat("cpu  10 1 20 300 4 5 6 0 0 0\ncpu0 10 1 20 300 4 5 6 0 0 0\n");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->busy(), 10U + 1 + 20 + 5 + 6);
+  EXPECT_EQ(c->idle, 300U);
+  EXPECT_EQ(c->iowait, 4U);
+  EXPECT_FALSE(parse_proc_stat("cpu0 1 2 3 4 5 6 7\n").has_value());
+
+  const auto vm = parse_vmstat("nr_free_pages 9\nnuma_hint_faults 7\npgmigrate_success 5\nbad\n");
+  EXPECT_EQ(vm.size(), 2U);
+  EXPECT_EQ(vm.at("numa_hint_faults"), 7U);
+  EXPECT_EQ(vm.at("pgmigrate_success"), 5U);
+}
+
+TEST(LoadgenProcstat, WindowIsTheDifferenceOfTwoSnapshots) {
+  ProcSnapshot a;
+  a.server_ok = true;
+  a.server = {.cpu_ns = 1'000'000, .delay_ns = 0, .slices = 1};
+  a.cpu = {.user = 10, .system = 5, .idle = 100, .softirq = 1};
+  a.vm = {{"pgmigrate_success", 10}, {"numa_hint_faults", 3}};
+  ProcSnapshot b = a;
+  b.server = {.cpu_ns = 6'000'000, .delay_ns = 2'500'000, .slices = 4};
+  b.cpu = {.user = 14, .system = 7, .idle = 103, .softirq = 2};
+  b.vm = {{"pgmigrate_success", 266}, {"numa_hint_faults", 3}, {"pgfault", 1}};
+  const auto j = window_json(a, b, 100);
+  EXPECT_DOUBLE_EQ(j.at("server_cpu_ms").get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(j.at("server_delay_ms").get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j.at("busy_ms").get<double>(), 70.0);  // 4 + 2 + 1 ticks of 10 ms
+  EXPECT_DOUBLE_EQ(j.at("idle_ms").get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(j.at("system_ms").get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j.at("softirq_ms").get<double>(), 10.0);
+  EXPECT_FALSE(j.contains("watch_cpu_ms"));  // no watched process
+  EXPECT_EQ(j.at("vm").at("pgmigrate_success").get<int>(), 256);
+  EXPECT_EQ(j.at("vm").at("numa_hint_faults").get<int>(), 0);
+  EXPECT_FALSE(j.at("vm").contains("pgfault"));  // not in the first snapshot
+}
+
+TEST(LoadgenProcstat, SnapshotOfThisProcessCountsItsOwnCpu) {
+  const ProcSnapshot s = take_snapshot(static_cast<int>(getpid()), 0);
+  EXPECT_TRUE(s.server_ok);
+  EXPECT_FALSE(s.watch_ok);
+  EXPECT_GT(s.server.cpu_ns, 0U);
+  EXPECT_GT(s.self.cpu_ns, 0U);
+  EXPECT_GT(s.cpu.busy() + s.cpu.idle, 0U);
 }
 
 }  // namespace
