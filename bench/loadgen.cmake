@@ -9,6 +9,7 @@ add_library(loadgen_core STATIC loadgen/conversation.cpp loadgen/http.cpp loadge
 target_include_directories(loadgen_core PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(loadgen_core
   PUBLIC kvsim_core policy
+  PRIVATE bench_probe_core
   PRIVATE nlohmann_json::nlohmann_json kvtier_warnings)
 
 add_executable(kvtier_llama_load loadgen/main.cpp)

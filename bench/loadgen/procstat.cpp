@@ -1,11 +1,13 @@
 #include "bench/loadgen/procstat.hpp"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
+#include "bench/probe/proc_text.hpp"
 
 namespace kvtier::bench::loadgen {
 namespace {
@@ -112,22 +114,12 @@ std::optional<CpuTicks> parse_proc_stat(std::string_view text) {
 }
 
 std::map<std::string, std::uint64_t> parse_vmstat(std::string_view text) {
-  std::map<std::string, std::uint64_t> out;
-  while (!text.empty()) {
-    const std::size_t nl = text.find('\n');
-    const auto w = words(text.substr(0, nl));
-    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    if (w.size() != 2) {
-      continue;
-    }
-    for (const auto k : kVmKeys) {
-      if (w[0] == k) {
-        if (const auto n = number(w[1])) {
-          out.emplace(std::string(k), *n);
-        }
-      }
-    }
-  }
+  // The probe's parser, by prefix; a key is also the prefix of longer names
+  // (nr_tlb_remote_flush_received), so only the exact keys are kept.
+  static const std::vector<std::string> prefixes(kVmKeys.begin(), kVmKeys.end());
+  auto out = bench::parse_vmstat(text, prefixes);
+  std::erase_if(
+      out, [](const auto& kv) { return std::ranges::find(kVmKeys, kv.first) == kVmKeys.end(); });
   return out;
 }
 
